@@ -1,0 +1,58 @@
+# Every target installs what it needs into .venv first, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+SPACE ?= local_digits
+PROFILE ?=
+SEEDS ?=
+RESULTS ?= results
+Q ?= SELECT space, status, count(*) AS trials FROM trials GROUP BY ALL ORDER BY ALL
+
+.PHONY: install test lint format sweep plan spaces sql report rerun bench trial clean
+
+install: $(INSTALLED)
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(INSTALLED)
+
+# Exactly what CI runs (.ci/run calls this): lint, format check, the whole suite.
+test: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(INSTALLED)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+sweep: $(INSTALLED)
+	$(BIN)/sweep run $(SPACE) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEEDS),--seeds $(SEEDS)) --results $(RESULTS)
+
+plan: $(INSTALLED)
+	$(BIN)/sweep plan $(SPACE) $(if $(PROFILE),--profile $(PROFILE))
+
+spaces: $(INSTALLED)
+	$(BIN)/sweep spaces
+
+sql: $(INSTALLED)
+	$(BIN)/sweep sql "$(Q)" --results $(RESULTS)
+
+# One trial without Ray: make trial CONFIG=path/to/config.json
+trial: $(INSTALLED)
+	$(BIN)/trial $(CONFIG)
+
+bench: $(INSTALLED)
+	$(BIN)/python bench/harness_efficiency.py
+	$(BIN)/python bench/kappa_cost.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

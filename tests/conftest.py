@@ -1,0 +1,27 @@
+import os
+
+import pytest
+import torch
+
+# Tests run on CPU with few threads; the CI machine has 2 cores.
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture
+def tiny_vit_config():
+    """A small ViT on the embedded digits: trains in seconds on a CPU."""
+    return {
+        "model": {
+            "family": "vit",
+            "depth": 2,
+            "num_heads": 4,
+            "embed_dim": 32,
+            "mlp_dim": 64,
+            "patch_size": 2,
+        },
+        "data": {"name": "digits"},
+        "train": {"epochs": 1, "batch_size": 64, "max_steps": 8, "warmup_steps": 2},
+        "probes": {"kappa_samples": 4, "throughput_steps": 2, "latency_iters": 2},
+        "seed": 0,
+        "threads": 2,
+    }

@@ -1,0 +1,122 @@
+"""Data: the embedded digits, and the real CIFAR and class-folder loaders on tiny files made here."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from workers.config import DataSpec
+from workers.data import DataNotFoundError, FolderBatches, TensorBatches, load_arrays, open_batches
+
+CPU = torch.device("cpu")
+
+
+def test_digits_split_is_fixed_stratified_and_independent_of_trial_seed():
+    first = load_arrays(DataSpec(name="digits"))
+    second = load_arrays(DataSpec(name="digits"))
+    assert first.x_train.shape == (1437, 1, 8, 8) and first.x_val.shape == (360, 1, 8, 8)
+    assert np.array_equal(first.y_val, second.y_val)
+    assert np.bincount(first.y_val).min() >= 35  # every class held out in proportion
+    other = load_arrays(DataSpec(name="digits", split_seed=1))
+    assert not np.array_equal(first.y_val, other.y_val)
+
+
+def test_tensor_batches_shuffle_by_seed_and_cover_the_epoch():
+    batches = TensorBatches(load_arrays(DataSpec(name="digits")), DataSpec(name="digits"), CPU)
+    epoch_a = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
+    epoch_b = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
+    assert len(epoch_a) == 14 and all(x.shape == (100, 1, 8, 8) for x, _ in epoch_a)
+    assert all(torch.equal(ya, yb) for (_, ya), (_, yb) in zip(epoch_a, epoch_b, strict=True))
+    assert abs(batches.x_train.mean().item()) < 1e-4  # normalised with the training split's statistics
+
+
+def test_digits_can_be_resized():
+    spec = DataSpec(name="digits", img_size=16)
+    batches = open_batches(spec, CPU)
+    assert batches.meta.img_size == 16 and batches.probe_images(3).shape == (3, 1, 16, 16)
+
+
+def write_fake_cifar10(root, train_per_batch=6, test=10):
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    files = {f"data_batch_{i}": train_per_batch for i in range(1, 6)} | {"test_batch": test}
+    for name, count in files.items():
+        batch = {
+            b"data": rng.integers(0, 256, (count, 3072), dtype=np.uint8),
+            b"labels": rng.integers(0, 10, count).tolist(),
+        }
+        with (folder / name).open("wb") as handle:
+            pickle.dump(batch, handle)
+    return root
+
+
+def test_cifar10_reads_torchvision_layout_from_local_root(tmp_path):
+    spec = DataSpec(name="cifar10", root=str(write_fake_cifar10(tmp_path)))
+    arrays = load_arrays(spec)
+    assert arrays.x_train.shape == (30, 3, 32, 32) and arrays.x_val.shape == (10, 3, 32, 32)
+    assert arrays.num_classes == 10 and arrays.augment
+    batches = open_batches(spec, CPU, arrays)
+    images, labels = next(batches.train_batches(8, torch.Generator().manual_seed(0)))
+    assert images.shape == (8, 3, 32, 32) and labels.dtype == torch.int64
+
+
+def test_cifar100_uses_fine_labels(tmp_path):
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    for name, count in (("train", 12), ("test", 4)):
+        batch = {
+            b"data": np.zeros((count, 3072), np.uint8),
+            b"fine_labels": [99] * count,
+            b"coarse_labels": [0] * count,
+        }
+        (folder / name).write_bytes(pickle.dumps(batch))
+    arrays = load_arrays(DataSpec(name="cifar100", root=str(tmp_path)))
+    assert arrays.num_classes == 100 and set(arrays.y_train) == {99}
+
+
+def test_cifar_missing_is_a_clear_error_and_no_download(tmp_path, monkeypatch):
+    monkeypatch.delenv("CIFAR_ROOT", raising=False)
+    with pytest.raises(DataNotFoundError, match="CIFAR_ROOT"):
+        load_arrays(DataSpec(name="cifar10"))
+    with pytest.raises(DataNotFoundError, match=r"cifar-10-batches-py.*Nothing is downloaded"):
+        load_arrays(DataSpec(name="cifar10", root=str(tmp_path)))
+    assert list(tmp_path.iterdir()) == []  # nothing was fetched or created
+
+
+def test_cifar_root_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CIFAR_ROOT", str(write_fake_cifar10(tmp_path)))
+    assert load_arrays(DataSpec(name="cifar10")).x_val.shape[0] == 10
+
+
+def write_class_folders(root, classes=("cat", "dog"), per_class=4):
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for name in classes:
+            (root / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(root / split / name / f"{i}.png")
+    return root
+
+
+def test_imagefolder_reads_train_and_val_with_timm_transforms(tmp_path):
+    spec = DataSpec(name="imagefolder", root=str(write_class_folders(tmp_path)), img_size=32, num_workers=0)
+    batches = FolderBatches(spec, CPU)
+    assert batches.meta.num_classes == 2 and batches.meta.train_size == 8 and batches.meta.val_size == 8
+    images, labels = next(batches.train_batches(4, torch.Generator().manual_seed(0)))
+    assert images.shape == (4, 3, 32, 32) and set(labels.tolist()) <= {0, 1}
+    val = list(batches.val_batches(5))
+    assert [len(y) for _, y in val] == [5, 3]
+    assert batches.probe_images(3).shape == (3, 3, 32, 32)
+
+
+def test_imagefolder_missing_split_names_path_and_variable(tmp_path, monkeypatch):
+    (tmp_path / "train").mkdir()
+    with pytest.raises(DataNotFoundError, match=r"val.*IMAGENET_ROOT"):
+        FolderBatches(DataSpec(name="imagefolder", root=str(tmp_path)), CPU)
+    monkeypatch.delenv("IMAGENET_ROOT", raising=False)
+    with pytest.raises(DataNotFoundError, match="IMAGENET_ROOT"):
+        FolderBatches(DataSpec(name="imagefolder"), CPU)

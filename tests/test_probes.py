@@ -1,0 +1,92 @@
+"""FLOPs, peak memory and throughput probes."""
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from workers.config import ModelSpec
+from workers.models import build_model, set_fused_attention, variant_spec
+from workers.probes.flops import forward_flops_per_sample
+from workers.probes.memory import CPU_METHOD, live_storage_bytes, peak_train_step_memory
+from workers.probes.throughput import batch1_latency_ms, inference_throughput
+from workers.train import make_context, train_step
+
+
+def vit_forward_flops(spec: ModelSpec) -> int:
+    """Matmul FLOPs of a ViT forward on one image, written out by hand (2 FLOPs per multiply-add)."""
+    n, c, a, m = spec.num_tokens, spec.embed_dim, spec.attn_dim, spec.mlp_dim
+    patches = n - 1
+    embed = 2 * patches * c * spec.in_chans * spec.patch_size**2
+    block = 2 * n * c * 3 * a + 2 * 2 * n * n * a + 2 * n * a * c + 2 * 2 * n * c * m
+    head = 2 * c * spec.num_classes
+    return embed + spec.depth * block + head
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_heads": 24, "head_dim": 16, "depth": 6}])
+def test_flops_equal_hand_count(overrides):
+    spec = variant_spec("vit_base_patch16_224", **overrides)
+    assert forward_flops_per_sample(spec) == vit_forward_flops(spec)
+
+
+def test_vit_base_flops_are_35_1_gflops():
+    flops = forward_flops_per_sample(variant_spec("vit_base_patch16_224"))
+    assert flops / 1e9 == pytest.approx(35.13, abs=0.01)  # timm quotes 17.6 GMACs
+
+
+def test_meta_count_equals_count_on_a_real_model():
+    spec = ModelSpec(
+        depth=2, num_heads=4, embed_dim=32, mlp_dim=64, img_size=16, patch_size=4, num_classes=10
+    )
+    model = build_model(spec)
+    set_fused_attention(model, False)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(torch.randn(1, 3, 16, 16))
+    assert forward_flops_per_sample(spec) == counter.get_total_flops()
+
+
+def small_training(batch_size):
+    spec = ModelSpec(
+        depth=2, num_heads=4, embed_dim=64, mlp_dim=128, img_size=16, patch_size=2, num_classes=10
+    )
+    model = build_model(spec)
+    from workers.config import TrainSpec
+
+    ctx = make_context(model, TrainSpec(), torch.device("cpu"), total_steps=10)
+    images, labels = torch.randn(batch_size, 3, 16, 16), torch.randint(0, 10, (batch_size,))
+    train_step(ctx, images, labels)  # optimiser state exists from here on
+    live = [
+        *model.parameters(),
+        *(p.grad for p in model.parameters()),
+        images,
+        labels,
+        *(t for s in ctx.optimizer.state.values() for t in s.values() if torch.is_tensor(t)),
+    ]
+    return ctx, images, labels, live
+
+
+def test_cpu_peak_memory_covers_weights_and_grows_with_batch():
+    ctx, images, labels, live = small_training(8)
+    small, method = peak_train_step_memory(lambda: train_step(ctx, images, labels), torch.device("cpu"), live)
+    assert method == CPU_METHOD
+    weights = sum(p.numel() * 4 for p in ctx.model.parameters())
+    assert small > 4 * weights  # weights, grads, two Adam moments, plus activations
+    ctx, images, labels, live = small_training(64)
+    large, _ = peak_train_step_memory(lambda: train_step(ctx, images, labels), torch.device("cpu"), live)
+    # activations of 64 images of 65 tokens × 64 channels × 2 blocks are far more than those of 8
+    assert large > small + 56 * 65 * 64 * 4 * 2
+
+
+def test_live_storage_bytes_counts_each_storage_once():
+    base = torch.zeros(100)
+    assert live_storage_bytes([base, base[:10], base.view(10, 10)]) == 400
+
+
+def test_inference_throughput_and_latency_are_positive():
+    model = build_model(ModelSpec(depth=1, num_heads=2, embed_dim=16, mlp_dim=32, img_size=8, patch_size=4))
+    images = torch.randn(16, 3, 8, 8)
+    from contextlib import nullcontext
+
+    assert inference_throughput(model, images, 1, 2, nullcontext) > 0
+    assert batch1_latency_ms(model, images, 1, 3, nullcontext) > 0
+    assert model.training  # restored

@@ -1,0 +1,135 @@
+"""The trial's configuration: the plain data a trial is started from.
+
+The driver (``sweep``) builds these as JSON-able dicts; the worker validates them here, so a trial can be
+started from a file without Ray (``trial CONFIG.json``) and nothing but plain data crosses the boundary.
+Every model rejects unknown keys.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: unknown keys are an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(StrictModel):
+    """Shape of one transformer. ``head_dim`` None means ``embed_dim / num_heads`` (must divide).
+
+    ``mlp_dim`` is the absolute hidden width of each block's MLP (ViT-B: 3072), not a ratio.
+    """
+
+    family: str = "vit"
+    depth: int = Field(ge=1)
+    num_heads: int = Field(ge=1)
+    embed_dim: int = Field(ge=1)
+    head_dim: int | None = Field(default=None, ge=1)
+    mlp_dim: int = Field(ge=1)
+    patch_size: int = Field(default=16, ge=1)
+    img_size: int = Field(default=224, ge=1)
+    in_chans: int = Field(default=3, ge=1)
+    num_classes: int = Field(default=1000, ge=1)
+    qkv_bias: bool = True
+    drop_path_rate: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelSpec:
+        if self.head_dim is None and self.embed_dim % self.num_heads != 0:
+            raise ValueError(
+                f"num_heads must divide embed_dim when head_dim is derived, but got "
+                f"(embed_dim={self.embed_dim}, num_heads={self.num_heads}); "
+                f"choose num_heads from {divisors(self.embed_dim)} or set head_dim explicitly"
+            )
+        if self.img_size % self.patch_size != 0:
+            raise ValueError(
+                f"patch_size must divide img_size, but got (img_size={self.img_size}, "
+                f"patch_size={self.patch_size})"
+            )
+        return self
+
+    @property
+    def resolved_head_dim(self) -> int:
+        return self.head_dim if self.head_dim is not None else self.embed_dim // self.num_heads
+
+    @property
+    def attn_dim(self) -> int:
+        """Width of the concatenated attention block A = [A_1 … A_h]: num_heads · head_dim."""
+        return self.num_heads * self.resolved_head_dim
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens per image seen by attention: patches plus the class token."""
+        return (self.img_size // self.patch_size) ** 2 + 1
+
+
+class DataSpec(StrictModel):
+    """Where the trial's images come from. Nothing is ever downloaded.
+
+    - ``digits``: scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes), embedded.
+    - ``cifar10`` / ``cifar100``: torchvision's on-disk format under ``root`` (or ``$CIFAR_ROOT``).
+    - ``imagefolder``: ``root/train/<class>/*`` and ``root/val/<class>/*`` (or ``$IMAGENET_ROOT``).
+    """
+
+    name: Literal["digits", "cifar10", "cifar100", "imagefolder"] = "digits"
+    root: str | None = None
+    img_size: int | None = Field(default=None, ge=1, description="resize to this; None keeps the native size")
+    val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="digits only: held-out share")
+    split_seed: int = Field(default=0, description="digits only: fixed split, shared by every trial")
+    num_workers: int = Field(default=2, ge=0, description="DataLoader workers for on-disk data sets")
+    limit_train: int | None = Field(default=None, ge=1, description="use only the first N training images")
+    limit_val: int | None = Field(default=None, ge=1, description="use only the first N validation images")
+
+
+class TrainSpec(StrictModel):
+    """Recipe: AdamW, linear warm-up then cosine decay (per step), label smoothing, gradient clipping.
+
+    The budget is ``epochs``, or ``max_steps`` when set (then epochs is an upper bound).
+    """
+
+    epochs: int = Field(default=30, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=64, ge=1)
+    eval_batch_size: int = Field(default=256, ge=1)
+    lr: float = Field(default=1e-3, gt=0.0)
+    min_lr: float = Field(default=1e-5, ge=0.0)
+    weight_decay: float = Field(default=0.05, ge=0.0)
+    warmup_steps: int = Field(default=50, ge=0)
+    label_smoothing: float = Field(default=0.1, ge=0.0, lt=1.0)
+    grad_clip_norm: float | None = Field(default=1.0, gt=0.0)
+    amp_bf16: bool = Field(default=True, description="bf16 autocast; applies on CUDA only")
+    deterministic: bool = True
+
+
+class ProbeSpec(StrictModel):
+    """Measurement settings. κ is probed on a fixed batch of validation images."""
+
+    kappa_samples: int = Field(default=16, ge=1)
+    kappa_every_epochs: int = Field(default=1, ge=0, description="0: only after training")
+    throughput_warmup_steps: int = Field(default=3, ge=0)
+    throughput_steps: int = Field(default=10, ge=1)
+    latency_iters: int = Field(default=20, ge=1)
+    memory: bool = True
+
+
+class TrialConfig(StrictModel):
+    """Everything one trial needs. ``seed`` seeds weights, data order and augmentation."""
+
+    model: ModelSpec
+    data: DataSpec = DataSpec()
+    train: TrainSpec = TrainSpec()
+    probes: ProbeSpec = ProbeSpec()
+    seed: int = 0
+    device: str = Field(default="auto", description="auto (cuda if available), cpu, cuda, cuda:N")
+    threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads; None leaves torch's choice"
+    )
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of n, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]

@@ -1,0 +1,326 @@
+"""Data for a trial. Nothing here downloads: data is embedded (digits) or read from a local root.
+
+Two kinds of source:
+- *in memory* (digits, CIFAR): the whole split is a pair of arrays. The driver can load them once and
+  share them through Ray's object store (:func:`load_arrays`); batches are cut and augmented on the
+  trial's device, which keeps small-image training from being bound by a DataLoader.
+- *on disk* (ImageNet-style class folders): a torchvision ``ImageFolder`` and a ``DataLoader`` with
+  timm's usual train and eval transforms, read by each worker from a shared file system.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from workers.config import DataSpec
+
+CIFAR_ROOT_ENV = "CIFAR_ROOT"
+IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A data set that must be on local disk is not there. The message says where it looked and how to
+    point the tool elsewhere; the tool never downloads."""
+
+
+@dataclass(frozen=True)
+class ArraySplits:
+    """A whole data set in memory: images as uint8 (N, C, H, W), labels as int64 (N,).
+
+    Plain numpy, so it can be put in Ray's object store once and read by every trial without a copy.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    augment: bool  # random crop (pad 4 px) and horizontal flip on training batches
+
+    @property
+    def in_chans(self) -> int:
+        return int(self.x_train.shape[1])
+
+    @property
+    def native_size(self) -> int:
+        return int(self.x_train.shape[2])
+
+
+# --- loading ----------------------------------------------------------------------------------------------
+
+
+def load_digits_arrays(spec: DataSpec) -> ArraySplits:
+    """scikit-learn's bundled 8×8 digits (1,797 images, 10 classes, pixel values 0…16).
+
+    Split once with a stratified shuffle seeded by ``spec.split_seed`` (not the trial seed), so every
+    trial of a sweep is scored on the same held-out images. Pixels are rescaled to uint8 0…255.
+    No augmentation: a flipped or shifted 8×8 digit is often another digit.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[:, None, :, :]
+    labels = digits.target.astype(np.int64)
+    x_train, x_val, y_train, y_val = train_test_split(
+        images, labels, test_size=spec.val_fraction, random_state=spec.split_seed, stratify=labels
+    )
+    mean = float(x_train.mean() / 255.0)
+    std = float(x_train.std() / 255.0)
+    return ArraySplits("digits", x_train, y_train, x_val, y_val, 10, (mean,), (std,), augment=False)
+
+
+def resolve_root(spec: DataSpec, env_var: str) -> Path:
+    """The data root: ``data.root`` if given, else ``$env_var``; a clear error if neither is set."""
+    root = spec.root or os.environ.get(env_var)
+    if not root:
+        raise DataNotFoundError(
+            f"data set {spec.name!r} is read from local disk and no root is set: set `data.root` in the "
+            f"config (sweep: --data-root) or the environment variable {env_var}. Nothing is downloaded."
+        )
+    return Path(root).expanduser()
+
+
+CIFAR_LAYOUT = {
+    # name: (folder, training batch files, test batch file, label key, classes)
+    "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], "test_batch", b"labels", 10),
+    "cifar100": ("cifar-100-python", ["train"], "test", b"fine_labels", 100),
+}
+
+
+def read_cifar_batches(paths: list[Path], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, 3, 32, 32) uint8 and labels from CIFAR's pickled batches (the python version).
+
+    Read directly rather than through torchvision's class, which checks MD5 sums of the official
+    archive files and so cannot read a subset or a locally produced copy.
+    """
+    images, labels = [], []
+    for path in paths:
+        with path.open("rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+        labels.append(np.asarray(batch[label_key], dtype=np.int64))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
+    """CIFAR-10/100 in torchvision's on-disk layout (``cifar-10-batches-py`` / ``cifar-100-python``)."""
+    root = resolve_root(spec, CIFAR_ROOT_ENV)
+    folder, train_files, test_file, label_key, classes = CIFAR_LAYOUT[spec.name]
+    missing = [name for name in [*train_files, test_file] if not (root / folder / name).is_file()]
+    if missing:
+        raise DataNotFoundError(
+            f"{spec.name}: expected torchvision's extracted folder {root / folder} "
+            f"with {', '.join(missing)}, which is missing. Put the extracted archive under {root}, "
+            f"or point `data.root` / ${CIFAR_ROOT_ENV} at the folder that holds {folder}/. "
+            "Nothing is downloaded."
+        )
+    x_train, y_train = read_cifar_batches([root / folder / name for name in train_files], label_key)
+    x_val, y_val = read_cifar_batches([root / folder / test_file], label_key)
+    return ArraySplits(
+        spec.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True
+    )
+
+
+def load_arrays(spec: DataSpec) -> ArraySplits | None:
+    """The in-memory splits for ``spec``, or None for on-disk data sets (read per worker)."""
+    if spec.name == "digits":
+        splits = load_digits_arrays(spec)
+    elif spec.name in ("cifar10", "cifar100"):
+        splits = load_cifar_arrays(spec)
+    else:
+        return None
+    return limit_splits(splits, spec)
+
+
+def limit_splits(splits: ArraySplits, spec: DataSpec) -> ArraySplits:
+    """Keep the first ``limit_train`` / ``limit_val`` images (quick checks on big data sets)."""
+    train_n = spec.limit_train or len(splits.y_train)
+    val_n = spec.limit_val or len(splits.y_val)
+    return ArraySplits(
+        splits.name,
+        splits.x_train[:train_n],
+        splits.y_train[:train_n],
+        splits.x_val[:val_n],
+        splits.y_val[:val_n],
+        splits.num_classes,
+        splits.mean,
+        splits.std,
+        splits.augment,
+    )
+
+
+# --- batches ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataMeta:
+    """What the model needs to know about the data: its input shape and number of classes."""
+
+    num_classes: int
+    in_chans: int
+    img_size: int
+    train_size: int
+    val_size: int
+
+
+class TensorBatches:
+    """Batches from in-memory splits, held on the trial's device as normalised float32."""
+
+    def __init__(self, splits: ArraySplits, spec: DataSpec, device: torch.device):
+        self.splits = splits
+        self.img_size = spec.img_size or splits.native_size
+        self.device = device
+        self.x_train = self._prepare(splits.x_train)
+        self.y_train = torch.as_tensor(splits.y_train, device=device)
+        self.x_val = self._prepare(splits.x_val)
+        self.y_val = torch.as_tensor(splits.y_val, device=device)
+
+    def _prepare(self, images: np.ndarray) -> torch.Tensor:
+        x = torch.as_tensor(images, device=self.device).float().div_(255.0)
+        if self.img_size != x.shape[-1]:
+            x = F.interpolate(x, size=(self.img_size, self.img_size), mode="bilinear", align_corners=False)
+        mean = torch.tensor(self.splits.mean, device=self.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.splits.std, device=self.device).view(1, -1, 1, 1)
+        return (x - mean) / std
+
+    @property
+    def meta(self) -> DataMeta:
+        return DataMeta(
+            self.splits.num_classes, self.splits.in_chans, self.img_size, len(self.y_train), len(self.y_val)
+        )
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return len(self.y_train) // batch_size  # drop the ragged last batch: every step the same shape
+
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
+        """One epoch of shuffled training batches; the order comes from ``generator`` (the trial seed)."""
+        order = torch.randperm(len(self.y_train), generator=generator).to(self.device)
+        for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
+            index = order[start : start + batch_size]
+            images = self.x_train[index]
+            if self.splits.augment:
+                images = random_crop_flip(images, generator)
+            yield images, self.y_train[index]
+
+    def val_batches(self, batch_size: int) -> Iterator[tuple]:
+        for start in range(0, len(self.y_val), batch_size):
+            yield self.x_val[start : start + batch_size], self.y_val[start : start + batch_size]
+
+    def probe_images(self, count: int) -> torch.Tensor:
+        """The first ``count`` validation images: a fixed batch, the same for every trial and epoch."""
+        return self.x_val[:count]
+
+
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random crop after zero padding by ``pad`` pixels, and horizontal flip with probability ½.
+
+    One offset and one flip decision per batch keeps it a few tensor ops on the device; the offsets still
+    differ every step. (Per-image offsets would need a gather per image.)
+    """
+    size = images.shape[-1]
+    padded = F.pad(images, (pad, pad, pad, pad))
+    top, left = torch.randint(0, 2 * pad + 1, (2,), generator=generator).tolist()
+    cropped = padded[..., top : top + size, left : left + size]
+    if torch.rand((), generator=generator).item() < 0.5:
+        cropped = cropped.flip(-1)
+    return cropped
+
+
+class FolderBatches:
+    """ImageNet-style ``root/train/<class>/*`` and ``root/val/<class>/*`` through a DataLoader.
+
+    Training uses timm's standard transform (random-resized crop, flip, colour jitter, ImageNet
+    normalisation); validation resizes and centre-crops (timm's eval transform, crop 0.875).
+    """
+
+    def __init__(self, spec: DataSpec, device: torch.device):
+        from timm.data import create_transform
+        from torchvision.datasets import ImageFolder
+
+        root = resolve_root(spec, IMAGENET_ROOT_ENV)
+        for split in ("train", "val"):
+            if not (root / split).is_dir():
+                raise DataNotFoundError(
+                    f"imagefolder: expected class folders under {root / split}, which does not exist. "
+                    f"Point `data.root` / ${IMAGENET_ROOT_ENV} at a folder holding train/ and val/. "
+                    "Nothing is downloaded."
+                )
+        self.img_size = spec.img_size or 224
+        self.device = device
+        self.spec = spec
+        self.train_set = ImageFolder(str(root / "train"), create_transform(self.img_size, is_training=True))
+        self.val_set = ImageFolder(str(root / "val"), create_transform(self.img_size, is_training=False))
+        if self.train_set.classes != self.val_set.classes:
+            raise DataNotFoundError(
+                f"imagefolder: train/ and val/ under {root} hold different class folders "
+                f"({len(self.train_set.classes)} vs {len(self.val_set.classes)}); they must match"
+            )
+        if spec.limit_train:
+            self.train_set = torch.utils.data.Subset(
+                self.train_set, range(min(spec.limit_train, len(self.train_set)))
+            )
+        if spec.limit_val:
+            self.val_set = torch.utils.data.Subset(
+                self.val_set, range(min(spec.limit_val, len(self.val_set)))
+            )
+        self._probe: torch.Tensor | None = None
+
+    @property
+    def num_classes(self) -> int:
+        dataset = self.val_set.dataset if isinstance(self.val_set, torch.utils.data.Subset) else self.val_set
+        return len(dataset.classes)
+
+    @property
+    def meta(self) -> DataMeta:
+        return DataMeta(self.num_classes, 3, self.img_size, len(self.train_set), len(self.val_set))
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return len(self.train_set) // batch_size
+
+    def _loader(self, dataset, batch_size: int, shuffle: bool, generator=None):
+        return torch.utils.data.DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            drop_last=shuffle,
+            generator=generator,
+            num_workers=self.spec.num_workers,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=False,
+        )
+
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
+        for images, labels in self._loader(self.train_set, batch_size, True, generator):
+            yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+
+    def val_batches(self, batch_size: int) -> Iterator[tuple]:
+        for images, labels in self._loader(self.val_set, batch_size, False):
+            yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+
+    def probe_images(self, count: int) -> torch.Tensor:
+        if self._probe is None or len(self._probe) < count:
+            images = [self.val_set[i][0] for i in range(min(count, len(self.val_set)))]
+            self._probe = torch.stack(images).to(self.device)
+        return self._probe[:count]
+
+
+def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | None = None):
+    """Batch source for a trial. ``arrays`` are in-memory splits the driver already loaded (else loaded
+    here); on-disk data sets are opened from their root."""
+    if spec.name == "imagefolder":
+        return FolderBatches(spec, device)
+    return TensorBatches(arrays if arrays is not None else load_arrays(spec), spec, device)

@@ -1,0 +1,27 @@
+"""Forward FLOPs per sample, counted by ``torch.utils.flop_counter``."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from workers.config import ModelSpec
+from workers.models import build_on_meta, set_fused_attention
+
+
+def forward_flops_per_sample(spec: ModelSpec) -> int:
+    """FLOPs (not MACs: one multiply-add counts 2) of one forward pass on one image.
+
+    Counted by ``FlopCounterMode`` on a meta-device copy of the model (shapes only, so it costs nothing
+    and works for models that would not fit in memory). Fused attention is switched off for counting:
+    the CPU flash-attention kernel has no FLOP formula registered, and counting it would silently drop
+    the two N×N attention matmuls. The count covers matmuls and convolutions (what the counter
+    registers), not softmax, norms or activations, as is usual for transformer FLOP figures.
+    """
+    model = build_on_meta(spec)
+    set_fused_attention(model, False)
+    image = torch.empty(1, spec.in_chans, spec.img_size, spec.img_size, device="meta")
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(image)
+    return int(counter.get_total_flops())

@@ -1,0 +1,335 @@
+"""One trial: build the model, train it, measure it, and return a record of plain data.
+
+``run_trial`` is the function Ray Tune calls on a worker and the one ``trial CONFIG`` calls without Ray
+(so a trial can be stepped through with pdb). It never raises for a failed trial: the failure comes back
+as a record with ``status`` (``diverged``, ``oom`` or ``error``) and the message, beside whatever was
+measured before it failed.
+
+    trial config.json                # run, print the record as JSON
+    trial config.yaml --out rec.json # also write it to a file
+    trial config.json --pdb          # let exceptions through and open the debugger where they happen
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import timm
+import torch
+
+from workers.config import ModelSpec, TrialConfig
+from workers.data import ArraySplits, DataMeta, open_batches
+from workers.models import build_model
+from workers.probes.flops import forward_flops_per_sample
+from workers.probes.kappa import kappa_per_layer, summarise_kappa
+from workers.probes.memory import peak_train_step_memory
+from workers.probes.params import param_breakdown
+from workers.probes.throughput import batch1_latency_ms, inference_throughput
+from workers.train import (
+    DivergedError,
+    EpochStats,
+    TrainContext,
+    autocast_for,
+    evaluate,
+    make_context,
+    resolve_device,
+    seed_everything,
+    train_one_epoch,
+    train_step,
+)
+
+log = logging.getLogger("workers.trial")
+
+STATUSES = ("ok", "diverged", "oom", "error", "pruned")
+
+# Called after every epoch with the epoch's row and its κ rows; Ray's adapter reports them to Tune.
+EpochCallback = Callable[[dict, list[dict]], None]
+
+
+@dataclass
+class TrialRecord:
+    """What a trial returns, built up as it goes so a failure keeps everything measured before it."""
+
+    fields: dict = field(default_factory=dict)
+    epochs: list[dict] = field(default_factory=list)
+    kappa: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {**self.fields, "epochs": self.epochs, "kappa": self.kappa}
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's refusal."""
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    message = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in message or "can't allocate memory" in message
+    )
+
+
+def classify_failure(exc: BaseException) -> str:
+    if isinstance(exc, DivergedError):
+        return "diverged"
+    if is_out_of_memory(exc):
+        return "oom"
+    return "error"
+
+
+def run_trial(
+    config: dict,
+    arrays: ArraySplits | None = None,
+    on_epoch: EpochCallback | None = None,
+    catch: bool = True,
+) -> dict:
+    """Run one trial from a plain ``config`` dict (a :class:`TrialConfig`) and return its record.
+
+    ``arrays``: in-memory data the caller already loaded (the sweep shares it through Ray's object
+    store); None loads it here. ``catch=False`` lets exceptions propagate (for pdb).
+    """
+    record = TrialRecord()
+    started = time.perf_counter()
+    record.fields.update(status="error", error=None, started_at=utc_now())
+    try:
+        execute(TrialConfig.model_validate(config), arrays, on_epoch, record)
+        record.fields["status"] = "ok"
+    except Exception as exc:
+        if not catch:
+            raise
+        record.fields["status"] = classify_failure(exc)
+        record.fields["error"] = f"{type(exc).__name__}: {exc}"
+        record.fields["error_traceback"] = traceback.format_exc(limit=8)[-4000:]
+        log.warning("trial failed (%s): %s", record.fields["status"], record.fields["error"])
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    record.fields["finished_at"] = utc_now()
+    record.fields["wall_s"] = time.perf_counter() - started
+    return record.as_dict()
+
+
+def execute(
+    cfg: TrialConfig, arrays: ArraySplits | None, on_epoch: EpochCallback | None, record: TrialRecord
+):
+    """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
+    fields = record.fields
+    device = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    fields.update(
+        seed=cfg.seed,
+        device=describe_device(device),
+        torch_version=torch.__version__,
+        timm_version=timm.__version__,
+    )
+    seed_everything(cfg.seed, cfg.train.deterministic)
+
+    data = open_batches(cfg.data, device, arrays)
+    spec = spec_for_data(cfg.model, data.meta)
+    fields.update(
+        shape_fields(spec),
+        dataset=cfg.data.name,
+        train_images=data.meta.train_size,
+        val_images=data.meta.val_size,
+    )
+    fields["flops_per_sample"] = forward_flops_per_sample(spec)
+
+    model = build_model(spec).to(device)
+    fields.update(param_breakdown(spec, model))
+    steps_per_epoch = data.steps_per_epoch(cfg.train.batch_size)
+    if steps_per_epoch == 0:
+        raise ValueError(
+            f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images"
+        )
+    total_steps = min(cfg.train.epochs * steps_per_epoch, cfg.train.max_steps or 10**12)
+    ctx = make_context(model, cfg.train, device, total_steps)
+    train_loop(cfg, spec, ctx, data, on_epoch, record)
+    measure_after_training(cfg, ctx, data, record)
+
+
+def train_loop(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, on_epoch, record: TrialRecord):
+    """Epochs until the step budget is spent: train, evaluate, probe κ, report."""
+    fields = record.fields
+    generator = torch.Generator().manual_seed(cfg.seed)
+    timed_samples, timed_s, kappa_s, train_s = 0, 0.0, 0.0, 0.0
+    probe_images = data.probe_images(cfg.probes.kappa_samples)
+    epoch = 0
+    while ctx.step < ctx.total_steps:
+        epoch += 1
+        warmup_left = cfg.probes.throughput_warmup_steps if epoch == 1 else 0
+        epoch_start = time.perf_counter()
+        stats: EpochStats = train_one_epoch(
+            ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left
+        )
+        train_s += time.perf_counter() - epoch_start
+        timed_samples += stats.timed_samples
+        timed_s += stats.timed_s
+        scores = evaluate(ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train)
+        last_epoch = ctx.step >= ctx.total_steps
+        kappa_rows: list[dict] = []
+        if last_epoch or (cfg.probes.kappa_every_epochs and epoch % cfg.probes.kappa_every_epochs == 0):
+            probe_start = time.perf_counter()
+            kappa_rows = [{"epoch": epoch, **row} for row in kappa_per_layer(spec, ctx.model, probe_images)]
+            kappa_s += time.perf_counter() - probe_start
+        row = epoch_row(epoch, stats, scores, kappa_rows, ctx.step)
+        record.epochs.append(row)
+        record.kappa.extend(kappa_rows)
+        fields.update(
+            top1=scores["top1"],
+            top5=scores["top5"],
+            val_loss=scores["val_loss"],
+            epochs_run=epoch,
+            steps_run=ctx.step,
+            train_s=train_s,
+            kappa_probe_s=kappa_s,
+        )
+        if kappa_rows:
+            fields.update(summarise_kappa(kappa_rows))
+        fields["train_samples_per_s"] = timed_samples / timed_s if timed_s > 0 else None
+        log.info(
+            "epoch %d: loss %.4f  top1 %.2f%%  kappa %s  lr %.2e",
+            epoch,
+            stats.train_loss,
+            scores["top1"],
+            f"{row['kappa_mean']:.3g}" if kappa_rows else "-",
+            stats.lr,
+        )
+        if on_epoch is not None:
+            on_epoch(row, kappa_rows)
+
+
+def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict], step: int) -> dict:
+    summary = summarise_kappa(kappa_rows) if kappa_rows else {"kappa_mean": None, "kappa_max": None}
+    return {
+        "epoch": epoch,
+        "step": step,
+        "train_loss": stats.train_loss,
+        "val_top1": scores["top1"],
+        "val_top5": scores["top5"],
+        "val_loss": scores["val_loss"],
+        "kappa_mean": summary["kappa_mean"],
+        "kappa_max": summary["kappa_max"],
+        "lr": stats.lr,
+    }
+
+
+def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: TrialRecord) -> None:
+    """Peak memory of one more training step, inference throughput and batch-1 latency."""
+    fields = record.fields
+    generator = torch.Generator().manual_seed(cfg.seed + 1)
+    images, labels = next(iter(data.train_batches(cfg.train.batch_size, generator)))
+    if cfg.probes.memory:
+        live = [
+            *ctx.model.parameters(),
+            *(p.grad for p in ctx.model.parameters()),
+            images,
+            labels,
+            *(t for state in ctx.optimizer.state.values() for t in state.values() if torch.is_tensor(t)),
+        ]
+        peak, method = peak_train_step_memory(lambda: train_step(ctx, images, labels), ctx.device, live)
+        fields.update(peak_mem_bytes=peak, peak_mem_method=method, peak_mem_batch_size=cfg.train.batch_size)
+    eval_images = next(iter(data.val_batches(cfg.train.eval_batch_size)))[0]
+    autocast = lambda: autocast_for(ctx.device, cfg.train)  # noqa: E731
+    fields["infer_samples_per_s"] = inference_throughput(
+        ctx.model, eval_images, cfg.probes.throughput_warmup_steps, cfg.probes.throughput_steps, autocast
+    )
+    fields["infer_batch_size"] = len(eval_images)
+    fields["latency_b1_ms"] = batch1_latency_ms(
+        ctx.model, eval_images, cfg.probes.throughput_warmup_steps, cfg.probes.latency_iters, autocast
+    )
+
+
+def spec_for_data(spec: ModelSpec, meta: DataMeta) -> ModelSpec:
+    """The model spec with its input size, channels and classes taken from the data (validated again)."""
+    return ModelSpec.model_validate(
+        {
+            **spec.model_dump(),
+            "img_size": meta.img_size,
+            "in_chans": meta.in_chans,
+            "num_classes": meta.num_classes,
+        }
+    )
+
+
+def shape_fields(spec: ModelSpec) -> dict:
+    return {
+        "family": spec.family,
+        "depth": spec.depth,
+        "num_heads": spec.num_heads,
+        "head_dim": spec.resolved_head_dim,
+        "embed_dim": spec.embed_dim,
+        "mlp_dim": spec.mlp_dim,
+        "attn_dim": spec.attn_dim,
+        "patch_size": spec.patch_size,
+        "img_size": spec.img_size,
+        "num_tokens": spec.num_tokens,
+        "num_classes": spec.num_classes,
+    }
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    return f"cpu:{torch.get_num_threads()}threads"
+
+
+# --- command line -----------------------------------------------------------------------------------------
+
+
+def load_config_file(path: Path) -> dict:
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text)
+    return json.loads(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="trial", description="Run one trial without Ray and print its record."
+    )
+    parser.add_argument(
+        "config", type=Path, help="trial config (JSON or YAML): model, data, train, probes, seed"
+    )
+    parser.add_argument("--out", type=Path, help="also write the record as JSON here")
+    parser.add_argument(
+        "--pdb", action="store_true", help="let exceptions through and open pdb at the failure"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no per-epoch progress on stderr")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr
+    )
+    config = load_config_file(args.config)
+    if args.pdb:
+        import pdb
+
+        try:
+            record = run_trial(config, catch=False)
+        except Exception:
+            pdb.post_mortem()
+            return 1
+    else:
+        record = run_trial(config)
+    text = json.dumps(record, indent=2, default=str)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0 if record["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,9 +41,7 @@ def test_gaussian_heads_match_theorem_3_2_when_width_far_exceeds_tokens(n_tokens
 
 
 def test_gaussian_heads_kappa_falls_towards_one_as_heads_are_added():
-    medians = [
-        statistics.median(gaussian_heads_kappa(32, 8, heads, samples=16)) for heads in (4, 8, 16, 32, 64, 128)
-    ]
+    medians = [statistics.median(gaussian_heads_kappa(32, 8, heads, samples=16)) for heads in (4, 8, 16, 32, 64, 128)]
     assert all(later < earlier for earlier, later in itertools.pairwise(medians))
     assert medians[-1] < 1.4
     assert medians[0] > 10
@@ -100,9 +98,7 @@ def test_probe_equals_direct_computation_from_materialised_attention(head_dim):
     blocks, weights = materialised_attention_blocks(model, images)
     assert len(rows) == len(blocks) == 3
     for row, block, weight in zip(rows, blocks, weights, strict=True):
-        assert torch.allclose(
-            weight.sum(-1), torch.ones((), dtype=weight.dtype), atol=1e-9
-        )  # really softmax rows
+        assert torch.allclose(weight.sum(-1), torch.ones((), dtype=weight.dtype), atol=1e-9)  # really softmax rows
         direct = condition_number(block)
         assert row["kappa"] == pytest.approx(direct.median().item(), rel=1e-7)
         assert row["kappa_max"] == pytest.approx(direct.max().item(), rel=1e-7)

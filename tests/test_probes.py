@@ -34,9 +34,7 @@ def test_vit_base_flops_are_35_1_gflops():
 
 
 def test_meta_count_equals_count_on_a_real_model():
-    spec = ModelSpec(
-        depth=2, num_heads=4, embed_dim=32, mlp_dim=64, img_size=16, patch_size=4, num_classes=10
-    )
+    spec = ModelSpec(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, img_size=16, patch_size=4, num_classes=10)
     model = build_model(spec)
     set_fused_attention(model, False)
     counter = FlopCounterMode(display=False)
@@ -46,9 +44,7 @@ def test_meta_count_equals_count_on_a_real_model():
 
 
 def small_training(batch_size):
-    spec = ModelSpec(
-        depth=2, num_heads=4, embed_dim=64, mlp_dim=128, img_size=16, patch_size=2, num_classes=10
-    )
+    spec = ModelSpec(depth=2, num_heads=4, embed_dim=64, mlp_dim=128, img_size=16, patch_size=2, num_classes=10)
     model = build_model(spec)
     from workers.config import TrainSpec
 

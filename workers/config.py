@@ -47,8 +47,7 @@ class ModelSpec(StrictModel):
             )
         if self.img_size % self.patch_size != 0:
             raise ValueError(
-                f"patch_size must divide img_size, but got (img_size={self.img_size}, "
-                f"patch_size={self.patch_size})"
+                f"patch_size must divide img_size, but got (img_size={self.img_size}, patch_size={self.patch_size})"
             )
         return self
 
@@ -78,6 +77,11 @@ class DataSpec(StrictModel):
     name: Literal["digits", "cifar10", "cifar100", "imagefolder"] = "digits"
     root: str | None = None
     img_size: int | None = Field(default=None, ge=1, description="resize to this; None keeps the native size")
+    num_classes: int | None = Field(
+        default=None,
+        ge=2,
+        description="imagefolder: classes expected (ImageNet: 1000), for planning without the data",
+    )
     val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="digits only: held-out share")
     split_seed: int = Field(default=0, description="digits only: fixed split, shared by every trial")
     num_workers: int = Field(default=2, ge=0, description="DataLoader workers for on-disk data sets")
@@ -125,9 +129,7 @@ class TrialConfig(StrictModel):
     probes: ProbeSpec = ProbeSpec()
     seed: int = 0
     device: str = Field(default="auto", description="auto (cuda if available), cpu, cuda, cuda:N")
-    threads: int | None = Field(
-        default=None, ge=1, description="torch CPU threads; None leaves torch's choice"
-    )
+    threads: int | None = Field(default=None, ge=1, description="torch CPU threads; None leaves torch's choice")
 
 
 def divisors(n: int) -> list[int]:

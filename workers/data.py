@@ -130,9 +130,7 @@ def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
         )
     x_train, y_train = read_cifar_batches([root / folder / name for name in train_files], label_key)
     x_val, y_val = read_cifar_batches([root / folder / test_file], label_key)
-    return ArraySplits(
-        spec.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True
-    )
+    return ArraySplits(spec.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True)
 
 
 def load_arrays(spec: DataSpec) -> ArraySplits | None:
@@ -270,13 +268,9 @@ class FolderBatches:
                 f"({len(self.train_set.classes)} vs {len(self.val_set.classes)}); they must match"
             )
         if spec.limit_train:
-            self.train_set = torch.utils.data.Subset(
-                self.train_set, range(min(spec.limit_train, len(self.train_set)))
-            )
+            self.train_set = torch.utils.data.Subset(self.train_set, range(min(spec.limit_train, len(self.train_set))))
         if spec.limit_val:
-            self.val_set = torch.utils.data.Subset(
-                self.val_set, range(min(spec.limit_val, len(self.val_set)))
-            )
+            self.val_set = torch.utils.data.Subset(self.val_set, range(min(spec.limit_val, len(self.val_set))))
         self._probe: torch.Tensor | None = None
 
     @property

@@ -70,9 +70,7 @@ def lr_at_step(step: int, total_steps: int, spec: TrainSpec) -> float:
 
 def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, spec: TrainSpec):
     """A per-step LambdaLR following :func:`lr_at_step`."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_at_step(step, total_steps, spec) / spec.lr
-    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_at_step(step, total_steps, spec) / spec.lr)
 
 
 def autocast_for(device: torch.device, spec: TrainSpec):

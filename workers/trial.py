@@ -76,9 +76,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
     message = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in message or "can't allocate memory" in message
-    )
+    return isinstance(exc, RuntimeError) and ("out of memory" in message or "can't allocate memory" in message)
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -120,9 +118,7 @@ def run_trial(
     return record.as_dict()
 
 
-def execute(
-    cfg: TrialConfig, arrays: ArraySplits | None, on_epoch: EpochCallback | None, record: TrialRecord
-):
+def execute(cfg: TrialConfig, arrays: ArraySplits | None, on_epoch: EpochCallback | None, record: TrialRecord):
     """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
     fields = record.fields
     device = resolve_device(cfg.device)
@@ -150,9 +146,7 @@ def execute(
     fields.update(param_breakdown(spec, model))
     steps_per_epoch = data.steps_per_epoch(cfg.train.batch_size)
     if steps_per_epoch == 0:
-        raise ValueError(
-            f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images"
-        )
+        raise ValueError(f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images")
     total_steps = min(cfg.train.epochs * steps_per_epoch, cfg.train.max_steps or 10**12)
     ctx = make_context(model, cfg.train, device, total_steps)
     train_loop(cfg, spec, ctx, data, on_epoch, record)
@@ -170,9 +164,7 @@ def train_loop(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, on_ep
         epoch += 1
         warmup_left = cfg.probes.throughput_warmup_steps if epoch == 1 else 0
         epoch_start = time.perf_counter()
-        stats: EpochStats = train_one_epoch(
-            ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left
-        )
+        stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
         train_s += time.perf_counter() - epoch_start
         timed_samples += stats.timed_samples
         timed_s += stats.timed_s
@@ -298,21 +290,13 @@ def load_config_file(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="trial", description="Run one trial without Ray and print its record."
-    )
-    parser.add_argument(
-        "config", type=Path, help="trial config (JSON or YAML): model, data, train, probes, seed"
-    )
+    parser = argparse.ArgumentParser(prog="trial", description="Run one trial without Ray and print its record.")
+    parser.add_argument("config", type=Path, help="trial config (JSON or YAML): model, data, train, probes, seed")
     parser.add_argument("--out", type=Path, help="also write the record as JSON here")
-    parser.add_argument(
-        "--pdb", action="store_true", help="let exceptions through and open pdb at the failure"
-    )
+    parser.add_argument("--pdb", action="store_true", help="let exceptions through and open pdb at the failure")
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress on stderr")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
     config = load_config_file(args.config)
     if args.pdb:
         import pdb

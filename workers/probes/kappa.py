@@ -114,9 +114,7 @@ def theorem_kappa(n_tokens: int, width: int) -> float:
     return (root_d + root_n) / (root_d - root_n)
 
 
-def gaussian_heads_kappa(
-    n_tokens: int, head_dim: int, num_heads: int, samples: int = 32, seed: int = 0
-) -> list[float]:
+def gaussian_heads_kappa(n_tokens: int, head_dim: int, num_heads: int, samples: int = 32, seed: int = 0) -> list[float]:
     """κ of A = [A_1 … A_h] with each A_i an N×d matrix of i.i.d. standard normal entries, per sample."""
     generator = torch.Generator().manual_seed(seed)
     heads = torch.randn(samples, num_heads, n_tokens, head_dim, generator=generator, dtype=torch.float64)

@@ -37,9 +37,7 @@ def inference_throughput(
 
 
 @torch.inference_mode()
-def batch1_latency_ms(
-    model: nn.Module, image: torch.Tensor, warmup_steps: int, iters: int, autocast
-) -> float:
+def batch1_latency_ms(model: nn.Module, image: torch.Tensor, warmup_steps: int, iters: int, autocast) -> float:
     """Median wall milliseconds of one forward pass on a single image (eval mode, device synchronised
     after each pass), over ``iters`` passes after ``warmup_steps`` untimed ones."""
     model.eval()

@@ -1,0 +1,232 @@
+"""The ``sweep`` command.
+
+    sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR]
+    sweep plan SPACE [--profile P] [--format table|csv|json]
+    sweep spaces
+    sweep validate SPACE|FILE [--profile P]
+    sweep sql "QUERY" [--results DIR] [--format table|csv|json]
+
+Errors print on one line each (every problem in a space at once) and exit non-zero (2 for a bad space
+or missing data); ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from sweep.errors import SweepError
+from sweep.plan import Plan, make_plan
+from sweep.space import load_space, read_yaml, shipped_spaces
+from sweep.sql import render, run_query
+
+DEFAULT_SPACE = "local_digits"
+DEFAULT_RESULTS = Path("results")
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``3`` means seeds 0, 1, 2; ``0,5,9`` means exactly those."""
+    if text is None:
+        return None
+    try:
+        if "," in text:
+            return [int(part) for part in text.split(",") if part.strip()]
+        count = int(text)
+    except ValueError:
+        raise SweepError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
+    if count < 1:
+        raise SweepError(f"--seeds must be at least 1, got {count}")
+    return list(range(count))
+
+
+def load_plan(args, check_data=None) -> Plan:
+    name, space, profile = load_space(args.space, args.profile)
+    if getattr(args, "data_root", None):
+        space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
+    if check_data is not None:
+        check_data(space, args.space)  # before planning: a missing data set fails in seconds
+    return make_plan(name, space, profile, parse_seeds(getattr(args, "seeds", None)))
+
+
+# --- commands ---------------------------------------------------------------------------------------------
+
+
+def cmd_run(args) -> int:
+    from sweep.tuner import check_data, run_sweep  # Ray is imported only for commands that need it
+
+    plan = load_plan(args, check_data)
+    grid = plan.space.search.kind == "grid"
+    count = len(plan.configs) * len(plan.seeds) if grid else plan.space.search.num_trials
+    print(
+        f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
+        f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
+        file=sys.stderr,
+    )
+    outcome = run_sweep(plan, args.results, args.space, progress=not args.quiet)
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses.items())) or "nothing"
+    print(
+        f"[sweep] sweep {outcome.sweep_id}: {outcome.trials} trials written ({summary}) in {outcome.wall_s:.0f}s",
+        file=sys.stderr,
+    )
+    print(
+        f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def plan_rows(plan: Plan) -> list[dict]:
+    rows = []
+    for config in plan.configs:
+        shape = config.shape
+        rows.append({
+            "config_id": config.config_id, "baseline": config.is_baseline, "depth": shape.depth,
+            "num_heads": shape.num_heads, "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
+            "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
+            "params": config.params, "flops_per_sample": config.flops_per_sample,
+            "seeds": len(plan.seeds),
+        })  # fmt: skip
+    return rows
+
+
+def human(count: int) -> str:
+    """136138 → 136.1K, 86567656 → 86.6M, 35127656448 → 35.1G."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(count) >= scale:
+            return f"{count / scale:.1f}{suffix}"
+    return str(count)
+
+
+def cmd_plan(args) -> int:
+    plan = load_plan(args)
+    rows = plan_rows(plan)
+    removed = [{**r.combination, "reason": r.reason} for r in plan.removed]
+    search = plan.space.search
+    if args.format == "json":
+        print(
+            json.dumps(
+                {
+                    "space": plan.space_name,
+                    "profile": plan.profile,
+                    "search": search.kind,
+                    "seeds": plan.seeds,
+                    "trials": rows,
+                    "removed": removed,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if args.format == "csv":
+        print(render(list(rows[0]), [tuple(r.values()) for r in rows], "csv"))
+        return 0
+    print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
+    shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"])} for r in rows]
+    print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
+    base = plan.baseline
+    print(
+        f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
+        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
+    )
+    if search.kind == "grid":
+        print(
+            f"grid: {len(rows)} configs × {len(plan.seeds)} seeds {plan.seeds} = {len(rows) * len(plan.seeds)} trials"
+        )
+    else:
+        print(
+            f"optuna ({search.sampler}): {search.num_trials} trials drawn from these {len(rows)} configs, "
+            f"seed {plan.seeds[0]}, objectives " + ", ".join(f"{o.metric} {o.mode}" for o in search.objectives)
+        )
+    if removed:
+        print(f"\nremoved by the rules ({len(removed)}):")
+        for row in removed:
+            shape = ", ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
+            print(f"  {shape}: {row['reason']}")
+    return 0
+
+
+def cmd_spaces(args) -> int:
+    for name, path in shipped_spaces().items():
+        raw = read_yaml(path)
+        question = " ".join(str(raw.get("question", "")).split())
+        profiles = ", ".join(raw.get("profiles", {}) or {}) or "-"
+        print(f"{name}\n    {question}\n    profiles: {profiles}; file: {path.name}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    name, space, profile = load_space(args.space, args.profile)
+    plan = make_plan(name, space, profile)
+    print(
+        f"{name}: valid ({len(plan.configs)} configs, {len(plan.removed)} combinations removed by the rules, "
+        f"profiles: {', '.join(space.profiles) or 'none'})"
+    )
+    return 0
+
+
+def cmd_sql(args) -> int:
+    columns, rows = run_query(args.results, args.query)
+    print(render(columns, rows, args.format))
+    return 0
+
+
+# --- parsing ----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sweep", description="Heads-for-depth sweeps: plan, run, query.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a search space's sweep on local Ray or $RAY_ADDRESS")
+    run.add_argument("space", nargs="?", default=DEFAULT_SPACE)
+    run.add_argument("--profile")
+    run.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
+    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    run.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(func=cmd_run)
+
+    plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")
+    plan.add_argument("space", nargs="?", default=DEFAULT_SPACE)
+    plan.add_argument("--profile")
+    plan.add_argument("--seeds")
+    plan.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    plan.set_defaults(func=cmd_plan)
+
+    spaces = sub.add_parser("spaces", help="the shipped spaces and the question each answers")
+    spaces.set_defaults(func=cmd_spaces)
+
+    validate = sub.add_parser("validate", help="check a space (name or file) and all its profiles")
+    validate.add_argument("space")
+    validate.add_argument("--profile")
+    validate.set_defaults(func=cmd_validate)
+
+    sql = sub.add_parser("sql", help="read-only DuckDB SQL over the results (tables trials, epochs, kappa)")
+    sql.add_argument("query")
+    sql.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql.set_defaults(func=cmd_sql)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except SweepError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

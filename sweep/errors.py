@@ -1,0 +1,70 @@
+"""The driver's exceptions. Each carries a message a person can act on; the CLI prints it on one line
+(the traceback only with ``--debug``) and exits with the exception's ``exit_code``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SweepError(Exception):
+    """Base of every error the driver reports to a user."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a config file: where, which rule, what value, and how to fix it."""
+
+    file: str
+    path: str  # dotted key path, e.g. ``axes.num_heads[2]``
+    rule: str
+    value: object
+    fix: str
+
+    def __str__(self) -> str:
+        value = "" if self.value is _MISSING else f" (got {self.value!r})"
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        return f"{self.file}: {self.path or '<top level>'}: {self.rule}{value}{fix}"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+class SpaceError(SweepError):
+    """A search space is invalid. Holds every issue found, not only the first."""
+
+    exit_code = 2
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = issues
+        count = f"{len(issues)} problem{'s' if len(issues) != 1 else ''}"
+        super().__init__(f"invalid search space ({count}):\n" + "\n".join(f"  {issue}" for issue in issues))
+
+
+class UnknownSpaceError(SweepError):
+    exit_code = 2
+
+
+class DataUnavailableError(SweepError):
+    """The space's data set is not on this machine; the message says how to get going anyway."""
+
+    exit_code = 2
+
+
+class ResultsError(SweepError):
+    """The results folder cannot be read or written."""
+
+
+class QueryError(SweepError):
+    """An analyst's SQL was rejected or failed."""
+
+    exit_code = 2
+
+
+MISSING = _MISSING

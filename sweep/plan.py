@@ -1,0 +1,375 @@
+"""From a validated space to the exact list of trials: shapes, the combinations the rules removed and
+why, the baseline, params and FLOPs per sample (counted on the meta device, no training), and each
+trial's worker config as plain data."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from sweep.errors import ConfigIssue
+from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
+from workers.config import DataSpec, ModelSpec
+from workers.models import build_on_meta
+from workers.probes.flops import forward_flops_per_sample
+from workers.probes.params import count_params
+
+SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
+
+# Input shape and classes of each data set, known without reading it (planning must not need the data).
+DATA_SHAPES = {
+    "digits": (8, 1, 10),
+    "cifar10": (32, 3, 10),
+    "cifar100": (32, 3, 100),
+    "imagefolder": (224, 3, 1000),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    depth: int
+    num_heads: int
+    head_dim: int
+    embed_dim: int
+    mlp_dim: int
+    rule: str  # the head_dim rule(s) that produced it, e.g. "fixed_d_model"
+
+    @property
+    def attn_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    def key(self) -> tuple:
+        return (self.depth, self.num_heads, self.head_dim, self.embed_dim, self.mlp_dim)
+
+    def as_dict(self) -> dict:
+        return {
+            **{k: getattr(self, k) for k in SHAPE_KEYS},
+            "attn_dim": self.attn_dim,
+            "head_dim_rule": self.rule,
+        }
+
+
+@dataclass(frozen=True)
+class Removed:
+    combination: dict
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlannedConfig:
+    """One configuration (shape + recipe); trials are this config × seeds."""
+
+    config_id: str
+    shape: Shape
+    is_baseline: bool
+    params: int
+    flops_per_sample: int
+    model: dict  # ModelSpec fields, data-derived sizes included
+
+
+@dataclass
+class Plan:
+    space_name: str
+    profile: str | None
+    space: Space
+    configs: list[PlannedConfig]
+    removed: list[Removed]
+    seeds: list[int]
+    baseline: PlannedConfig
+    extra: dict = field(default_factory=dict)
+
+    def trials(self) -> list[dict]:
+        """Every (config, seed) trial of a grid, as plain payloads for Ray."""
+        return [trial_payload(self, config, seed) for config in self.configs for seed in self.seeds]
+
+
+# --- shapes -----------------------------------------------------------------------------------------------
+
+
+def data_shape(data: DataSpec) -> tuple[int, int, int]:
+    """(img_size, in_chans, num_classes) the model will see."""
+    native, chans, classes = DATA_SHAPES[data.name]
+    if data.name == "imagefolder" and data.num_classes:
+        classes = data.num_classes
+    return data.img_size or native, chans, classes
+
+
+def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
+    """Cartesian product of the axes under each head_dim rule; shapes the rules forbid are removed
+    with the reason. A shape reached by both rules is kept once."""
+    kept: dict[tuple, Shape] = {}
+    removed: list[Removed] = []
+    axes = {name: space.axis_values(name) for name in ("depth", "num_heads", "embed_dim", "mlp_dim")}
+    for rule in space.head_dim_rule:
+        head_dims = space.axis_values("head_dim") if rule == "fixed_head_dim" else [None]
+        for depth, heads, width, mlp, head_dim in itertools.product(
+            axes["depth"], axes["num_heads"], axes["embed_dim"], axes["mlp_dim"], head_dims
+        ):
+            combo = {
+                "depth": depth,
+                "num_heads": heads,
+                "embed_dim": width,
+                "mlp_dim": mlp,
+                "head_dim_rule": rule,
+            }
+            if head_dim is None:
+                if width % heads:
+                    removed.append(Removed(combo, f"num_heads={heads} does not divide embed_dim={width}"))
+                    continue
+                head_dim = width // heads
+            shape = Shape(depth, heads, head_dim, width, mlp, rule)
+            reason = constraint_violation(space, shape)
+            if reason:
+                removed.append(Removed(shape.as_dict(), reason))
+            elif shape.key() in kept:
+                previous = kept[shape.key()]
+                if rule not in previous.rule:
+                    kept[shape.key()] = Shape(*shape.key(), f"{previous.rule}+{rule}")
+            else:
+                kept[shape.key()] = shape
+    return list(kept.values()), removed
+
+
+def constraint_violation(space: Space, shape: Shape) -> str | None:
+    """The first constraint ``shape`` breaks, as a sentence, or None."""
+    rules = space.constraints
+    if rules.min_head_dim and shape.head_dim < rules.min_head_dim:
+        return f"head_dim={shape.head_dim} < constraints.min_head_dim={rules.min_head_dim}"
+    if rules.max_head_dim and shape.head_dim > rules.max_head_dim:
+        return f"head_dim={shape.head_dim} > constraints.max_head_dim={rules.max_head_dim}"
+    if rules.max_attn_dim and shape.attn_dim > rules.max_attn_dim:
+        return f"attn_dim={shape.attn_dim} > constraints.max_attn_dim={rules.max_attn_dim}"
+    if rules.max_params or rules.max_flops_per_sample:
+        params, flops = measure_shape(model_fields(space, shape))
+        if rules.max_params and params > rules.max_params:
+            return f"params={params:,} > constraints.max_params={rules.max_params:,}"
+        if rules.max_flops_per_sample and flops > rules.max_flops_per_sample:
+            return f"flops_per_sample={flops:,} > constraints.max_flops_per_sample={rules.max_flops_per_sample:,}"
+    return None
+
+
+def model_fields(space: Space, shape: Shape) -> dict:
+    """ModelSpec fields for ``shape`` in ``space``; head_dim always explicit so equal shapes hash equal."""
+    img_size, in_chans, classes = data_shape(space.data)
+    fixed = space.model
+    return {
+        "family": fixed.family,
+        **{k: getattr(shape, k) for k in SHAPE_KEYS},
+        "patch_size": fixed.patch_size,
+        "qkv_bias": fixed.qkv_bias,
+        "drop_path_rate": fixed.drop_path_rate,
+        "img_size": img_size,
+        "in_chans": in_chans,
+        "num_classes": classes,
+    }
+
+
+def freeze(fields: dict) -> tuple:
+    return tuple(sorted(fields.items()))
+
+
+@lru_cache(maxsize=4096)
+def _measure(frozen: tuple) -> tuple[int, int]:
+    spec = ModelSpec(**dict(frozen))
+    return count_params(build_on_meta(spec)), forward_flops_per_sample(spec)
+
+
+def measure_shape(fields: dict) -> tuple[int, int]:
+    """(params, forward FLOPs per sample) of a model, counted on the meta device (cached)."""
+    return _measure(freeze(fields))
+
+
+# --- identities ---------------------------------------------------------------------------------------
+
+
+def config_id(model: dict, space: Space) -> str:
+    """Hash of everything that defines the experiment except the seed: model shape and sizes, data set
+    and split, training recipe, probe settings. Machine details (data root, loader workers, threads,
+    device) are left out, so the same config on another cluster has the same id."""
+    data = space.data.model_dump(exclude={"root", "num_workers"})
+    identity = {
+        "model": model,
+        "data": data,
+        "train": space.train.model_dump(),
+        "probes": space.probes.model_dump(),
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return digest[:16]
+
+
+def trial_config(space: Space, model: dict, seed: int) -> dict:
+    """The worker's TrialConfig as plain data."""
+    return {
+        "model": model,
+        "data": space.data.model_dump(),
+        "train": space.train.model_dump(),
+        "probes": space.probes.model_dump(),
+        "seed": seed,
+        "device": "auto",
+        "threads": max(1, int(space.resources.cpus_per_trial)),
+    }
+
+
+def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
+    """What one Ray trial receives: the worker config plus the identity the sink records."""
+    return {
+        "space": plan.space_name,
+        "profile": plan.profile,
+        "config_id": config.config_id,
+        "seed": seed,
+        "is_baseline": config.is_baseline,
+        "shape": config.shape.as_dict(),
+        "family": plan.space.model.family,
+        "planned_params": config.params,
+        "planned_flops_per_sample": config.flops_per_sample,
+        "trial_config": trial_config(plan.space, config.model, seed),
+    }
+
+
+# --- the plan -----------------------------------------------------------------------------------------
+
+
+def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
+    """Every configuration the space allows, with params and FLOPs, and what was removed and why."""
+    shapes, removed = enumerate_shapes(space)
+    baseline_key = resolve_baseline(space, shapes)
+    configs = []
+    for shape in sorted(shapes, key=lambda s: (s.depth, s.num_heads, s.head_dim, s.embed_dim, s.mlp_dim)):
+        model = model_fields(space, shape)
+        params, flops = measure_shape(model)
+        configs.append(PlannedConfig(config_id(model, space), shape, shape.key() == baseline_key, params, flops, model))
+    baseline = next(c for c in configs if c.is_baseline)
+    return Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
+
+
+def resolve_baseline(space: Space, shapes: list[Shape]) -> tuple | None:
+    """The key of the shape matching every value the baseline names, or None."""
+    wanted = dict(space.baseline)
+    matches = [s for s in shapes if all(getattr(s, k) == v for k, v in wanted.items())]
+    return matches[0].key() if len(matches) >= 1 else None
+
+
+def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Rules that span several keys; every one found is returned (none raise)."""
+    issues: list[ConfigIssue] = []
+    add = lambda path, rule, value, fix: issues.append(ConfigIssue(file, path, rule, value, fix))  # noqa: E731
+
+    families = known_families()
+    if space.model.family not in families:
+        close = difflib.get_close_matches(space.model.family, families, n=2, cutoff=0.5)
+        add(
+            "model.family",
+            "must be a registered model family",
+            space.model.family,
+            (f"did you mean {', '.join(close)}? " if close else "") + f"known: {', '.join(families)}",
+        )
+    for name in ("depth", "num_heads", "embed_dim", "mlp_dim"):
+        if not space.axis_values(name):
+            add(
+                f"axes.{name}",
+                f"{name} needs values: an axis or a fixed value under `model`",
+                None,
+                f"add axes.{name}: [...] or model.{name}: N",
+            )
+    if "fixed_head_dim" in space.head_dim_rule and not space.axis_values("head_dim"):
+        add(
+            "head_dim_rule",
+            "the fixed_head_dim rule needs head_dim values",
+            "fixed_head_dim",
+            "add axes.head_dim: [...] or model.head_dim: N",
+        )
+    if "fixed_head_dim" not in space.head_dim_rule and space.axes.head_dim is not None:
+        add(
+            "axes.head_dim",
+            "head_dim is derived (embed_dim / num_heads) under fixed_d_model; an axis is unused",
+            space.axes.values("head_dim"),
+            "remove axes.head_dim, or add fixed_head_dim to head_dim_rule",
+        )
+    for key in space.baseline:
+        if key not in AXIS_NAMES:
+            add(f"baseline.{key}", f"baseline keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+    img_size = data_shape(space.data)[0]
+    if img_size % space.model.patch_size:
+        add(
+            "model.patch_size",
+            f"must divide the image size {img_size} of data set {space.data.name!r}",
+            space.model.patch_size,
+            f"choose a divisor of {img_size}, or set data.img_size",
+        )
+    issues += search_issues(space, file)
+    if space.resources.gpus_per_trial > 1 and space.resources.gpus_per_trial != int(space.resources.gpus_per_trial):
+        add(
+            "resources.gpus_per_trial",
+            "fractions are allowed below 1 GPU only",
+            space.resources.gpus_per_trial,
+            "use a fraction below 1 or a whole number",
+        )
+    if any(seed < 0 for seed in space.seeds):
+        add("seeds", "seeds must be >= 0", space.seeds, "use non-negative integers")
+    if not issues:
+        issues += shape_issues(space, file)
+    return issues
+
+
+def search_issues(space: Space, file: str) -> list[ConfigIssue]:
+    issues = []
+    objectives = getattr(space.search, "objectives", [])
+    for index, objective in enumerate(objectives):
+        if objective.metric not in REPORTED_METRICS:
+            close = difflib.get_close_matches(objective.metric, REPORTED_METRICS, n=2, cutoff=0.5)
+            issues.append(
+                ConfigIssue(
+                    file,
+                    f"search.objectives[{index}].metric",
+                    "no trial reports this metric",
+                    objective.metric,
+                    (f"did you mean {', '.join(close)}? " if close else "")
+                    + f"reported: {', '.join(REPORTED_METRICS)}",
+                )
+            )
+    if space.scheduler.kind == "asha" and space.scheduler.metric not in EPOCH_METRICS:
+        issues.append(
+            ConfigIssue(
+                file,
+                "scheduler.metric",
+                "an early-stopping metric must be reported every epoch",
+                space.scheduler.metric,
+                f"use one of {', '.join(EPOCH_METRICS)}",
+            )
+        )
+    return issues
+
+
+def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """The space must leave at least one shape, and the baseline must be one of them."""
+    shapes, removed = enumerate_shapes(space)
+    if not shapes:
+        reasons = sorted({r.reason.split(" ")[0] for r in removed})
+        return [
+            ConfigIssue(
+                file,
+                "axes",
+                "no configuration survives the rules and constraints",
+                f"{len(removed)} removed",
+                f"relax them (removed for: {', '.join(reasons)})",
+            )
+        ]
+    if resolve_baseline(space, shapes) is None:
+        why = next(
+            (r.reason for r in removed if all(r.combination.get(k) == v for k, v in space.baseline.items())),
+            "no axis value gives it",
+        )
+        return [
+            ConfigIssue(
+                file,
+                "baseline",
+                f"the baseline is not among the space's configurations ({why})",
+                dict(space.baseline),
+                "change the baseline or widen the axes to include it",
+            )
+        ]
+    return []

@@ -1,0 +1,107 @@
+"""The results tables' schemas (Arrow), one place for every column, its type and unit.
+
+Layout under the results folder (one glob per table for DuckDB):
+
+    results/trials/<space>/<sweep_id>/<trial_id>.parquet   one row per trial
+    results/epochs/<space>/<sweep_id>/<trial_id>.parquet   one row per trial and epoch
+    results/kappa/<space>/<sweep_id>/<trial_id>.parquet    one row per trial, epoch and attention layer
+
+Every row carries ``schema_version``; a change that renames or retypes a column bumps it.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+TABLES = ("trials", "epochs", "kappa")
+
+TRIALS = pa.schema([
+    ("schema_version", pa.int32()),
+    ("space", pa.string()),
+    ("profile", pa.string()),
+    ("sweep_id", pa.string()),
+    ("trial_id", pa.string()),
+    ("config_id", pa.string()),
+    ("seed", pa.int64()),
+    ("is_baseline", pa.bool_()),
+    ("family", pa.string()),
+    ("depth", pa.int64()),
+    ("num_heads", pa.int64()),
+    ("head_dim", pa.int64()),
+    ("embed_dim", pa.int64()),
+    ("mlp_dim", pa.int64()),
+    ("attn_dim", pa.int64()),
+    ("head_dim_rule", pa.string()),
+    ("status", pa.string()),  # ok | diverged | oom | error | pruned
+    ("error", pa.string()),
+    ("top1", pa.float64()),  # percent, held-out
+    ("top5", pa.float64()),  # percent
+    ("val_loss", pa.float64()),
+    ("params", pa.int64()),
+    ("params_attention", pa.int64()),
+    ("params_mlp", pa.int64()),
+    ("params_embed_head", pa.int64()),
+    ("flops_per_sample", pa.int64()),  # forward FLOPs (2 per multiply-add) per image
+    ("peak_mem_bytes", pa.int64()),
+    ("peak_mem_method", pa.string()),
+    ("train_samples_per_s", pa.float64()),
+    ("infer_samples_per_s", pa.float64()),
+    ("latency_b1_ms", pa.float64()),
+    ("kappa_mean", pa.float64()),
+    ("kappa_max", pa.float64()),
+    ("epochs_run", pa.int32()),
+    ("steps_run", pa.int64()),
+    ("restarts", pa.int32()),
+    ("wall_s", pa.float64()),
+    ("train_s", pa.float64()),
+    ("kappa_probe_s", pa.float64()),
+    ("dataset", pa.string()),
+    ("device", pa.string()),
+    ("git_sha", pa.string()),
+    ("started_at", pa.timestamp("ms", tz="UTC")),
+    ("finished_at", pa.timestamp("ms", tz="UTC")),
+    ("trial_config", pa.string()),  # the worker config as JSON: enough to rerun the trial by hand
+])  # fmt: skip
+
+EPOCHS = pa.schema([
+    ("schema_version", pa.int32()),
+    ("space", pa.string()),
+    ("sweep_id", pa.string()),
+    ("trial_id", pa.string()),
+    ("config_id", pa.string()),
+    ("seed", pa.int64()),
+    ("epoch", pa.int32()),
+    ("step", pa.int64()),
+    ("train_loss", pa.float64()),
+    ("val_top1", pa.float64()),
+    ("val_top5", pa.float64()),
+    ("val_loss", pa.float64()),
+    ("kappa_mean", pa.float64()),
+    ("kappa_max", pa.float64()),
+    ("lr", pa.float64()),
+])  # fmt: skip
+
+KAPPA = pa.schema([
+    ("schema_version", pa.int32()),
+    ("space", pa.string()),
+    ("sweep_id", pa.string()),
+    ("trial_id", pa.string()),
+    ("config_id", pa.string()),
+    ("seed", pa.int64()),
+    ("epoch", pa.int32()),
+    ("layer", pa.int32()),
+    ("layer_name", pa.string()),
+    ("kappa", pa.float64()),  # median over probe images
+    ("kappa_max", pa.float64()),  # max over probe images
+])  # fmt: skip
+
+SCHEMAS = {"trials": TRIALS, "epochs": EPOCHS, "kappa": KAPPA}
+
+
+def table_from_rows(table: str, rows: list[dict]) -> pa.Table:
+    """Rows (dicts) to an Arrow table of the table's schema; missing columns are null, extra keys
+    are dropped."""
+    schema = SCHEMAS[table]
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    return pa.Table.from_pydict(columns, schema=schema)

@@ -1,0 +1,198 @@
+"""The Parquet sink: a Ray Tune Callback on the driver, the only writer of the results tables.
+
+Workers report; the driver writes. Each trial's rows are written once, when Tune says the trial ended
+(completed, stopped early, or errored), as one file per table, each written under a temporary name and
+renamed into place so a crash never leaves a torn file. Tune calls callbacks on the driver's event loop,
+so the work here is kept small: a few hundred rows at most per trial.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from ray import tune
+
+from sweep.errors import ResultsError
+from sweep.schema import SCHEMA_VERSION, TABLES, table_from_rows
+
+log = logging.getLogger("sweep.sink")
+
+# Columns copied from the worker's record into the trials row (everything else comes from the plan).
+RECORD_COLUMNS = (
+    "status", "error", "top1", "top5", "val_loss", "params", "params_attention", "params_mlp",
+    "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
+    "infer_samples_per_s", "latency_b1_ms", "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s",
+    "train_s", "kappa_probe_s", "dataset", "device", "started_at", "finished_at",
+)  # fmt: skip
+
+
+def git_sha() -> str:
+    """The driver's commit, with ``-dirty`` when the tree has uncommitted changes; ``unknown`` outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if sha.returncode != 0:
+        return "unknown"
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def parse_time(value):
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def table_path(results_dir: Path, table: str, space: str, sweep_id: str, trial_id: str) -> Path:
+    return results_dir / table / space / sweep_id / f"{trial_id}.parquet"
+
+
+def write_atomic(table, path: Path) -> None:
+    """Write ``table`` to ``path`` via a temporary file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, temporary)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+class TrialRows:
+    """Build a trial's rows for the three tables from its plan payload and what the worker reported."""
+
+    def __init__(self, payload: dict, sweep_id: str, trial_id: str, sha: str):
+        self.payload, self.sweep_id, self.trial_id, self.sha = payload, sweep_id, trial_id, sha
+
+    def identity(self) -> dict:
+        p = self.payload
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "space": p["space"],
+            "sweep_id": self.sweep_id,
+            "trial_id": self.trial_id,
+            "config_id": p["config_id"],
+            "seed": p["seed"],
+        }
+
+    def trial_row(self, record: dict | None, epochs: list[dict], status: str, error: str | None, restarts: int) -> dict:
+        p = self.payload
+        row = {
+            **self.identity(),
+            "profile": p["profile"],
+            "is_baseline": p["is_baseline"],
+            "family": p["family"],
+            **p["shape"],
+            "params": p["planned_params"],
+            "flops_per_sample": p["planned_flops_per_sample"],
+            "git_sha": self.sha,
+            "trial_config": json.dumps(p["trial_config"], sort_keys=True),
+            "restarts": restarts,
+        }
+        if record:
+            row.update({k: record[k] for k in RECORD_COLUMNS if record.get(k) is not None})
+        elif epochs:  # stopped early or lost: keep what the epochs said
+            last = epochs[-1]
+            row.update(
+                top1=last.get("val_top1"),
+                top5=last.get("val_top5"),
+                val_loss=last.get("val_loss"),
+                epochs_run=last.get("epoch"),
+                steps_run=last.get("step"),
+            )
+            kappas = [e for e in epochs if e.get("kappa_mean") is not None]
+            if kappas:
+                row.update(kappa_mean=kappas[-1]["kappa_mean"], kappa_max=kappas[-1]["kappa_max"])
+        row.update(status=status, error=error)
+        row["started_at"], row["finished_at"] = (
+            parse_time(row.get("started_at")),
+            parse_time(row.get("finished_at")),
+        )
+        return row
+
+    def child_rows(self, rows: list[dict]) -> list[dict]:
+        return [{**self.identity(), **row} for row in rows]
+
+
+class ParquetSink(tune.Callback):
+    """Tune Callback: collects each trial's reports and writes its rows once, when the trial ends."""
+
+    def __init__(self, results_dir: Path, sweep_id: str):
+        self.results_dir = Path(results_dir)
+        self.sweep_id = sweep_id
+        self.sha = git_sha()
+        self._records: dict[str, dict] = {}
+        self._epochs: dict[str, list[dict]] = {}
+        self._kappa: dict[str, list[dict]] = {}
+        self.written: dict[str, str] = {}  # trial_id -> status
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "record" in result:
+            self._records[trial.trial_id] = result["record"]
+        elif "epoch_row" in result:
+            self._epochs.setdefault(trial.trial_id, []).append(result["epoch_row"])
+            self._kappa.setdefault(trial.trial_id, []).extend(result.get("kappa_rows") or [])
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        record = self._records.get(trial.trial_id)
+        if record is not None:
+            self._write(trial, record["status"], record.get("error"))
+        else:  # ended without a final record: a scheduler stopped it
+            self._write(trial, "pruned", "stopped early by the scheduler")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        record = self._records.get(trial.trial_id)
+        if record is not None:  # the trial finished its work and failed afterwards: keep what it measured
+            self._write(trial, record["status"], record.get("error"))
+        else:
+            self._write(trial, "error", error_message(trial))
+
+    def _write(self, trial, status: str, error: str | None) -> None:
+        if trial.trial_id in self.written:
+            return
+        payload = trial.config["payload"]
+        rows = TrialRows(payload, self.sweep_id, trial.trial_id, self.sha)
+        record = self._records.pop(trial.trial_id, None)
+        epochs = record["epochs"] if record else self._epochs.get(trial.trial_id, [])
+        kappa = record["kappa"] if record else self._kappa.get(trial.trial_id, [])
+        tables = {
+            "trials": [rows.trial_row(record, epochs, status, error, restarts=trial.num_failures)],
+            "epochs": rows.child_rows(epochs),
+            "kappa": rows.child_rows(kappa),
+        }
+        try:
+            for table in TABLES:
+                path = table_path(self.results_dir, table, payload["space"], self.sweep_id, trial.trial_id)
+                write_atomic(table_from_rows(table, tables[table]), path)
+        except OSError as exc:
+            raise ResultsError(
+                f"cannot write results under {self.results_dir}: {exc}. Rows already written are intact; "
+                "free space or fix permissions, then run the same command again to continue."
+            ) from exc
+        self._epochs.pop(trial.trial_id, None)
+        self._kappa.pop(trial.trial_id, None)
+        self.written[trial.trial_id] = status
+
+
+def error_message(trial) -> str:
+    """The last line of the trial's error (Tune keeps the full traceback in the trial's error file)."""
+    try:
+        text = Path(trial.error_file).read_text() if trial.error_file else ""
+    except OSError:
+        text = ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:2000] if lines else "the trial's process failed without an error message"

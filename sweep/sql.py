@@ -1,0 +1,102 @@
+"""DuckDB over the results folder: the three tables as views (one glob each), plus the analysis views
+in ``results/views.sql`` when present. Read-only: only queries are accepted."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from sweep.errors import QueryError
+from sweep.schema import SCHEMAS, TABLES
+
+VIEWS_SQL = Path(__file__).resolve().parent.parent / "results" / "views.sql"
+READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+
+
+def table_glob(results_dir: Path, table: str) -> str:
+    return str(Path(results_dir).resolve() / table / "**" / "*.parquet")
+
+
+def connect(results_dir: Path, views_sql: Path | None = VIEWS_SQL) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with ``trials``, ``epochs`` and ``kappa`` as views over the Parquet files
+    (empty, correctly typed tables when a table has no file yet) and the analysis views."""
+    con = duckdb.connect(":memory:")
+    for table in TABLES:
+        pattern = table_glob(results_dir, table)
+        if any(Path(results_dir).glob(f"{table}/**/*.parquet")):
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+        else:
+            empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM empty")
+    if views_sql is not None and views_sql.exists():
+        con.execute(strip_shell_commands(views_sql.read_text()))
+    return con
+
+
+def strip_shell_commands(sql: str) -> str:
+    """Drop the duckdb shell's dot-commands (``.read …``), which only the CLI understands."""
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("."))
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise QueryError(f"cannot parse the query: {exc}") from exc
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise QueryError(
+                f"only queries are allowed here (got a {kind} statement); results are written by sweeps and "
+                "`sweep import`, never by SQL"
+            )
+
+
+def run_query(results_dir: Path, query: str) -> tuple[list[str], list[tuple]]:
+    """Run a read-only query; return column names and rows."""
+    con = connect(results_dir)
+    check_read_only(con, query)
+    try:
+        relation = con.sql(query)
+    except duckdb.Error as exc:
+        raise QueryError(f"{exc}\n(tables: trials, epochs, kappa; views in {VIEWS_SQL.name})") from exc
+    if relation is None:
+        return [], []
+    return list(relation.columns), relation.fetchall()
+
+
+def format_value(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return str(value)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    """Rows as an aligned text table, CSV, or JSON (a list of objects)."""
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2, default=str)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        writer.writerows([[format_value(v) for v in row] for row in rows])
+        return buffer.getvalue().rstrip("\n")
+    cells = [[format_value(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines)

@@ -1,0 +1,252 @@
+"""Ray Tune wiring: a plan becomes a Tuner (grid or Optuna, optional ASHA), run on local Ray or on the
+cluster at ``$RAY_ADDRESS``, with the Parquet sink as the single writer of results."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from sweep.errors import DataUnavailableError
+from sweep.plan import SHAPE_KEYS, Plan, PlannedConfig, trial_payload
+from sweep.progress import ProgressLine
+from sweep.sink import ParquetSink
+from sweep.space import REPORTED_METRICS, Space
+from workers.config import DataSpec
+from workers.data import DataNotFoundError, load_arrays, resolve_root
+from workers.trial import run_trial
+
+log = logging.getLogger("sweep.tuner")
+
+# Tune's own per-trial JSON/CSV/TensorBoard logs would duplicate what the sink writes.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "1")
+# Reports carry only the metrics a trial actually has (a failed trial has no top-1); the searcher and
+# scheduler below handle a missing metric, so Tune's strict presence check would only get in the way.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# With those logs off, Tune's end-of-run analysis warns that it found no result.json: expected, not news.
+logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str
+    trials: int
+    statuses: dict[str, int]
+    wall_s: float
+    results_dir: Path
+
+
+# --- the trial, as Tune runs it ---------------------------------------------------------------------------
+
+
+def tune_trial(config: dict, arrays=None) -> None:
+    """Run one planned trial on a Ray worker and report to Tune.
+
+    Every epoch reports the epoch's row and κ rows (so a scheduler can stop the trial, and so the driver
+    keeps them if it does); the last report carries the worker's whole record. Failures are records
+    too, never exceptions, so Tune does not retry a deterministic failure such as an OOM.
+    """
+    payload = config["payload"]
+    static = {"params": payload["planned_params"], "flops_per_sample": payload["planned_flops_per_sample"]}
+
+    def on_epoch(row: dict, kappa_rows: list[dict]) -> None:
+        metrics = {"top1": row["val_top1"], "val_loss": row["val_loss"], "kappa_mean": row["kappa_mean"]}
+        known = {name: value for name, value in metrics.items() if value is not None}
+        tune.report({**static, **known, "epoch_row": row, "kappa_rows": kappa_rows})
+
+    record = run_trial(payload["trial_config"], arrays=arrays, on_epoch=on_epoch)
+    final = {
+        **static,
+        **{name: record.get(name) for name in REPORTED_METRICS if record.get(name) is not None},
+    }
+    tune.report({**final, "status": record["status"], "record": record})
+
+
+class OptunaSearchFailuresAsFailed(OptunaSearch):
+    """OptunaSearch that tells Optuna a trial whose record says it failed (oom, diverged, error) FAILED,
+    and ignores per-epoch results that lack the objective (e.g. throughput, known only at the end)."""
+
+    def on_trial_result(self, trial_id: str, result: dict):
+        if isinstance(self.metric, str) and result.get(self.metric) is None:
+            return
+        super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+        metrics = [self.metric] if isinstance(self.metric, str) else self.metric
+        failed = result and result.get("status") not in (None, "ok")
+        incomplete = result and any(result.get(name) is None for name in metrics)
+        if failed or incomplete:
+            return super().on_trial_complete(trial_id, None, error=True)
+        return super().on_trial_complete(trial_id, result, error)
+
+
+class DefineByRun:
+    """Optuna's define-by-run space over the plan's valid shapes, so every suggestion obeys the rules.
+
+    Axes are suggested in order; each offers only the values still possible given the earlier choices.
+    When that set differs from the axis's full set, the parameter name carries the earlier choices
+    (``num_heads|depth=4``): Optuna requires one distribution per name. A class rather than a closure so
+    Tune can pickle it into its experiment checkpoint.
+    """
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.varying = [k for k in SHAPE_KEYS if len({getattr(c.shape, k) for c in plan.configs}) > 1]
+
+    def __call__(self, trial) -> dict:
+        candidates: list[PlannedConfig] = self.plan.configs
+        chosen: dict[str, int] = {}
+        for axis in self.varying:
+            options = sorted({getattr(c.shape, axis) for c in candidates})
+            full = sorted({getattr(c.shape, axis) for c in self.plan.configs})
+            name = axis if options == full else axis + "|" + ",".join(f"{k}={v}" for k, v in chosen.items())
+            chosen[axis] = trial.suggest_categorical(name, options)
+            candidates = [c for c in candidates if getattr(c.shape, axis) == chosen[axis]]
+        return {"payload": trial_payload(self.plan, candidates[0], self.plan.seeds[0])}
+
+
+def make_searcher(plan: Plan):
+    import optuna
+
+    search = plan.space.search
+    samplers = {
+        "tpe": lambda: optuna.samplers.TPESampler(seed=search.seed),
+        "random": lambda: optuna.samplers.RandomSampler(seed=search.seed),
+        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=search.seed),
+    }
+    metrics = [o.metric for o in search.objectives]
+    modes = [o.mode for o in search.objectives]
+    return OptunaSearchFailuresAsFailed(
+        space=DefineByRun(plan),
+        metric=metrics if len(metrics) > 1 else metrics[0],
+        mode=modes if len(modes) > 1 else modes[0],
+        sampler=samplers[search.sampler](),  # seeded here: OptunaSearch ignores its own seed then
+    )
+
+
+def make_scheduler(plan: Plan):
+    rules = plan.space.scheduler
+    if rules.kind != "asha":
+        return None
+    return ASHAScheduler(
+        metric=rules.metric,
+        mode=rules.mode,
+        time_attr="training_iteration",
+        max_t=plan.space.train.epochs + 1,  # +1: the final report is one more iteration
+        grace_period=rules.grace_period_epochs,
+        reduction_factor=rules.reduction_factor,
+    )
+
+
+# --- starting Ray and checking data -----------------------------------------------------------------------
+
+
+def init_ray(num_cpus: int | None = None) -> str:
+    """Connect to ``$RAY_ADDRESS`` if set, else start a local Ray bound to 127.0.0.1 with no dashboard."""
+    if ray.is_initialized():
+        return "already initialised"
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+        return f"cluster at {address}"
+    ray.init(
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=True,
+        logging_level=logging.WARNING,
+    )
+    return "local (127.0.0.1)"
+
+
+def check_data(space: Space, space_ref: str) -> None:
+    """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
+    data: DataSpec = space.data
+    if data.name == "digits":
+        return
+    try:
+        root = resolve_root(data, "IMAGENET_ROOT" if data.name == "imagefolder" else "CIFAR_ROOT")
+        needed = [root / "train", root / "val"] if data.name == "imagefolder" else [root]
+        missing = [str(path) for path in needed if not path.is_dir()]
+        if missing:
+            raise DataNotFoundError(f"{data.name}: {', '.join(missing)} does not exist")
+    except DataNotFoundError as exc:
+        smoke = "smoke" if "smoke" in space.profiles else None
+        hint = (
+            (
+                f" To try the space without it, run its `smoke` profile on the embedded data: "
+                f"`make sweep SPACE={space_ref} PROFILE=smoke`."
+            )
+            if smoke
+            else ""
+        )
+        raise DataUnavailableError(f"{exc}{hint}") from exc
+
+
+def short_trial_name(trial) -> str:
+    """Tune's default names embed the whole config; ours are the trial id."""
+    return trial.trial_id
+
+
+def new_sweep_id(plan: Plan) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{os.urandom(2).hex()}"
+
+
+# --- running ---------------------------------------------------------------------------------------------
+
+
+def run_sweep(
+    plan: Plan, results_dir: Path, space_ref: str, progress: bool = True, extra_callbacks: list | None = None
+) -> SweepOutcome:
+    """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
+
+    ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
+    """
+    check_data(plan.space, space_ref)
+    results_dir = Path(results_dir).resolve()
+    sweep_id = new_sweep_id(plan)
+    started = time.monotonic()
+    where = init_ray()
+    log.info("ray: %s", where)
+    arrays = load_arrays(plan.space.data)  # once, on the driver; trials read it from the object store
+    resources = {"cpu": plan.space.resources.cpus_per_trial, "gpu": plan.space.resources.gpus_per_trial}
+    trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays), resources)
+    grid = plan.space.search.kind == "grid"
+    total = len(plan.configs) * len(plan.seeds) if grid else plan.space.search.num_trials
+    sink = ParquetSink(results_dir, sweep_id)
+    callbacks = [sink, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"payload": tune.grid_search(plan.trials())} if grid else {},
+        tune_config=tune.TuneConfig(
+            search_alg=None if grid else make_searcher(plan),
+            scheduler=make_scheduler(plan),
+            num_samples=1 if grid else plan.space.search.num_trials,
+            max_concurrent_trials=plan.space.resources.max_concurrent_trials,
+            trial_name_creator=short_trial_name,
+            trial_dirname_creator=short_trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{plan.space_name}-{sweep_id}",
+            storage_path=str(results_dir / "_tune"),
+            callbacks=callbacks,
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=2),  # a lost worker process is retried
+        ),
+    )
+    tuner.fit()
+    statuses: dict[str, int] = {}
+    for status in sink.written.values():
+        statuses[status] = statuses.get(status, 0) + 1
+    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir)

@@ -1,0 +1,202 @@
+"""Search spaces: every shipped one validates and plans; malformed ones fail together, clearly, and run nothing."""
+
+import textwrap
+
+import pytest
+
+from sweep.cli import main
+from sweep.errors import SpaceError, UnknownSpaceError
+from sweep.plan import make_plan
+from sweep.space import load_space, shipped_spaces
+
+SHIPPED = sorted(shipped_spaces())
+
+
+def all_profiles(name):
+    _, space, _ = load_space(name)
+    return [None, *space.profiles]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_space_and_profile_validates_and_plans(name):
+    for profile in all_profiles(name):
+        space_name, space, chosen = load_space(name, profile)
+        plan = make_plan(space_name, space, chosen)
+        assert plan.configs and plan.baseline.is_baseline
+        assert sum(c.is_baseline for c in plan.configs) == 1
+        assert len({c.config_id for c in plan.configs}) == len(plan.configs)
+        assert space.question.strip()
+
+
+def test_required_spaces_are_shipped():
+    assert {"local_digits", "vit_b_fixed_mlp", "vit_b_paper", "width_control"} <= set(SHIPPED)
+
+
+def test_vit_b_fixed_mlp_baseline_is_86_6m(capsys):
+    assert main(["plan", "vit_b_fixed_mlp"]) == 0
+    out = capsys.readouterr().out
+    assert "baseline: depth 12 × 12 heads of 64, 86.6M params (86,567,656)" in out
+    _, space, profile = load_space("vit_b_fixed_mlp")
+    plan = make_plan("vit_b_fixed_mlp", space, profile)
+    assert {c.shape.depth for c in plan.configs} == {4, 6, 8, 10, 12}
+    assert {c.shape.num_heads for c in plan.configs} == {12, 16, 24, 32, 48}
+    assert {c.shape.mlp_dim for c in plan.configs} == {3072}
+    assert {c.params for c in plan.configs if c.shape.depth == 12} == {86_567_656}
+
+
+def test_width_control_has_both_arms_sharing_the_12_head_config():
+    _, space, profile = load_space("width_control")
+    plan = make_plan("width_control", space, profile)
+    twelve = [c for c in plan.configs if c.shape.num_heads == 12]
+    assert {c.shape.rule for c in twelve} == {"fixed_d_model+fixed_head_dim"}
+    wide = {(c.shape.num_heads, c.shape.attn_dim) for c in plan.configs if c.shape.rule == "fixed_head_dim"}
+    assert wide == {(24, 1536), (48, 3072)}
+    fixed = {(c.shape.num_heads, c.shape.head_dim) for c in plan.configs if c.shape.rule == "fixed_d_model"}
+    assert fixed == {(24, 32), (48, 16)}
+
+
+def test_default_space_spans_depth_1_and_head_dim_4_or_less():
+    _, space, profile = load_space("local_digits")
+    plan = make_plan("local_digits", space, profile)
+    assert min(c.shape.depth for c in plan.configs) == 1
+    assert min(c.shape.head_dim for c in plan.configs) <= 4
+    assert space.data.name == "digits"
+
+
+def test_plan_lists_removed_combinations_with_reasons(tmp_path, capsys):
+    path = write_space(tmp_path, axes="axes: {depth: [1, 2], num_heads: [1, 3, 4]}")
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "removed by the rules (2)" in out and "num_heads=3 does not divide embed_dim=16" in out
+
+
+def test_plan_formats(tmp_path, capsys):
+    import json
+
+    path = write_space(tmp_path)
+    assert main(["plan", str(path), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert len(plan["trials"]) == 4 and plan["trials"][0]["params"] > 0
+    assert main(["plan", str(path), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("config_id,baseline,depth")
+
+
+def test_unknown_space_suggests_close_names():
+    with pytest.raises(UnknownSpaceError, match="did you mean vit_b_fixed_mlp"):
+        load_space("vit_b_fixed_mpl")
+
+
+# --- malformed spaces ---------------------------------------------------------------------------------
+
+
+VALID = """
+question: a tiny test space
+model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
+{axes}
+baseline: {depth: 2, num_heads: 4}
+seeds: [0]
+data: {name: digits}
+train: {epochs: 1, max_steps: 4, batch_size: 32, warmup_steps: 1}
+probes: {kappa_samples: 2, throughput_steps: 1, latency_iters: 1}
+resources: {cpus_per_trial: 1}
+profiles:
+  smoke: {description: even smaller, train: {max_steps: 2}}
+"""
+
+
+DEFAULT_AXES = "axes: {depth: [1, 2], num_heads: [2, 3, 4]}"  # 3 heads do not divide d_model 16
+
+
+def write_space(tmp_path, text=None, axes=DEFAULT_AXES, name="space.yaml"):
+    path = tmp_path / name
+    body = text if text is not None else VALID.replace("{axes}", axes)
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+MALFORMED = {
+    "unknown key": ("train: {epochs: 1", "train: {epochz: 1", "train.epochz", "correct its spelling"),
+    "heads not dividing d_model (baseline)": (
+        "baseline: {depth: 2, num_heads: 4}", "baseline: {depth: 2, num_heads: 3}", "baseline",
+        "num_heads=3 does not divide embed_dim=16",
+    ),
+    "zero depth": ("depth: [1, 2]", "depth: [0, 2]", "axes.depth[0]", "greater than or equal to 1"),
+    "negative depth": ("depth: [1, 2]", "depth: [-1, 2]", "axes.depth[0]", "greater than or equal to 1"),
+    "empty axis": ("num_heads: [2, 3, 4]", "num_heads: []", "axes.num_heads", "at least 1 item"),
+    "unknown family": ("family: vit", "family: vitt", "model.family", "did you mean vit"),
+    "baseline outside the space": (
+        "baseline: {depth: 2, num_heads: 4}", "baseline: {depth: 7, num_heads: 4}", "baseline",
+        "not among the space's configurations",
+    ),
+    "bad resources": ("cpus_per_trial: 1", "cpus_per_trial: 0", "resources.cpus_per_trial", "greater than 0"),
+    "fractional multi-gpu": (
+        "cpus_per_trial: 1", "cpus_per_trial: 1, gpus_per_trial: 1.5", "resources.gpus_per_trial",
+        "fractions are allowed below 1 GPU only",
+    ),
+    "wrong type": ("seeds: [0]", "seeds: zero", "seeds", "valid list"),
+    "objective no trial reports": (
+        "seeds: [0]",
+        "seeds: [0]\nsearch: {kind: optuna, num_trials: 2, objectives: [{metric: accuracy, mode: max}]}",
+        "search.objectives[0].metric", "no trial reports this metric",
+    ),
+    "unknown search kind": ("seeds: [0]", "seeds: [0]\nsearch: {kind: bayes}", "search", "kind"),
+    "range low above high": ("depth: [1, 2]", "depth: {low: 4, high: 1}", "axes.depth", "`low <= high` must hold"),
+    "bad profile override": ("train: {max_steps: 2}", "train: {max_steps: -2}", "profiles.smoke.train.max_steps",
+                             "greater than or equal to 1"),
+    "patch not dividing image": ("patch_size: 2", "patch_size: 3", "model.patch_size", "must divide the image size 8"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_space_reports_file_path_rule_and_value(tmp_path, case):
+    old, new, path, rule = MALFORMED[case]
+    text = VALID.replace("{axes}", DEFAULT_AXES)
+    assert old in text, case
+    file = write_space(tmp_path, text.replace(old, new, 1))
+    with pytest.raises(SpaceError) as info:
+        load_space(str(file))
+    lines = [str(issue) for issue in info.value.issues]
+    matching = [line for line in lines if f": {path}:" in line and rule in line]
+    assert matching, f"{case}: no issue at {path} with {rule!r} in {lines}"
+    assert str(file.name) in matching[0]
+
+
+def test_every_problem_is_reported_together(tmp_path):
+    text = VALID.replace("{axes}", "axes: {depth: [0, 2], num_heads: []}").replace("epochs: 1", "epochz: 1")
+    with pytest.raises(SpaceError) as info:
+        load_space(str(write_space(tmp_path, text)))
+    paths = {issue.path for issue in info.value.issues}
+    assert {"axes.depth[0]", "axes.num_heads", "train.epochz"} <= paths
+
+
+def test_unknown_profile_lists_defined_ones(tmp_path):
+    with pytest.raises(SpaceError, match="profiles in this space: smoke"):
+        load_space(str(write_space(tmp_path)), profile="smok")
+
+
+def test_invalid_space_runs_nothing_and_exits_2(tmp_path, capsys):
+    file = write_space(tmp_path, axes="axes: {depth: [0], num_heads: [2]}")
+    results = tmp_path / "results"
+    assert main(["run", str(file), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid search space") and "Traceback" not in err
+    assert not results.exists()
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    file = write_space(tmp_path, axes="axes: {depth: [0], num_heads: [2]}")
+    with pytest.raises(SpaceError):
+        main(["--debug", "validate", str(file)])
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    file = write_space(tmp_path, "question: x\naxes: {depth: [1\n")
+    with pytest.raises(SpaceError, match="line"):
+        load_space(str(file))
+
+
+def test_missing_imagenet_fails_fast_pointing_at_smoke(monkeypatch, capsys):
+    monkeypatch.delenv("IMAGENET_ROOT", raising=False)
+    assert main(["run", "vit_b_fixed_mlp"]) == 2
+    err = capsys.readouterr().err
+    assert "IMAGENET_ROOT" in err and "make sweep SPACE=vit_b_fixed_mlp PROFILE=smoke" in err

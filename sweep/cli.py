@@ -5,6 +5,9 @@
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
     sweep sql "QUERY" [--results DIR] [--format table|csv|json]
+    sweep import FILE [--results DIR]
+    sweep report SPACE [--results DIR] [--out DIR]
+    sweep kappa-theory --tokens N (--width D | --head-dim d) [--heads 1,2,4]
 
 Errors print on one line each (every problem in a space at once) and exit non-zero (2 for a bad space
 or missing data); ``--debug`` shows the traceback.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -40,6 +44,16 @@ def parse_seeds(text: str | None) -> list[int] | None:
     if count < 1:
         raise SweepError(f"--seeds must be at least 1, got {count}")
     return list(range(count))
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SweepError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise SweepError(f"{option} needs positive whole numbers, got {text!r}")
+    return values
 
 
 def load_plan(args, check_data=None) -> Plan:
@@ -173,6 +187,80 @@ def cmd_sql(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    from sweep.importer import import_file
+
+    written = import_file(args.file, args.results)
+    for space, count in written.items():
+        print(f"imported {count} trial rows into space {space!r} under {args.results}/trials/{space}/")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from sweep.report import write_report
+
+    question = None
+    try:
+        _, space, _ = load_space(args.space)
+        question = space.question
+    except SweepError:
+        pass  # a space known only from imported rows has no file: the report still renders
+    out = args.out or Path("reports") / args.space
+    index = write_report(args.space, args.results, out, question)
+    print(f"report written: {index} (open it, or the PNGs beside it)")
+    return 0
+
+
+def cmd_kappa_theory(args) -> int:
+    from workers.probes.kappa import gaussian_heads_kappa, theorem_kappa
+
+    if (args.width is None) == (args.head_dim is None):
+        raise SweepError("give exactly one of --width D (fixed total width) or --head-dim d (fixed head size)")
+    rows = []
+    for heads in parse_int_list(args.heads, "--heads"):
+        if args.width is not None and args.width % heads:
+            continue
+        head_dim = args.width // heads if args.width is not None else args.head_dim
+        width = heads * head_dim
+        kappas = sorted(gaussian_heads_kappa(args.tokens, head_dim, heads, samples=args.samples, seed=0))
+        theory = theorem_kappa(args.tokens, width)
+        ratio = width / args.tokens
+        regime = "D >> N" if ratio >= 10 else "D > N (theorem loose)" if ratio > 1 else "D <= N (does not apply)"
+        rows.append(
+            (
+                heads,
+                head_dim,
+                width,
+                round(ratio, 2),
+                kappas[len(kappas) // 2],
+                kappas[0],
+                kappas[-1],
+                theory,
+                round(kappas[len(kappas) // 2] / theory, 3) if math.isfinite(theory) else None,
+                regime,
+            )
+        )
+    columns = [
+        "heads",
+        "head_dim",
+        "width_D",
+        "D_over_N",
+        "kappa_sampled_median",
+        "kappa_min",
+        "kappa_max",
+        "kappa_theorem",
+        "sampled_over_theorem",
+        "regime",
+    ]
+    if args.format == "table":
+        print(
+            f"κ of A = [A_1 … A_h], i.i.d. N(0,1) heads of N={args.tokens} tokens, {args.samples} samples each; "
+            "theorem 3.2: (√D+√N)/(√D−√N)"
+        )
+    print(render(columns, rows, args.format))
+    return 0
+
+
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
@@ -210,6 +298,26 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
     sql.set_defaults(func=cmd_sql)
+
+    imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    imp.set_defaults(func=cmd_import)
+
+    report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
+    report.add_argument("space")
+    report.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
+    report.set_defaults(func=cmd_report)
+
+    theory = sub.add_parser("kappa-theory", help="sampled κ of Gaussian heads beside Theorem 3.2's value")
+    theory.add_argument("--tokens", type=int, required=True, help="N, tokens per image (ViT-B/16 at 224: 197)")
+    theory.add_argument("--width", type=int, help="fixed total width D = heads × head_dim (ViT-B: 768)")
+    theory.add_argument("--head-dim", type=int, help="fixed head size d; the width grows with heads")
+    theory.add_argument("--heads", default="1,2,4,8,12,16,24,32,48,64", help="comma-separated head counts")
+    theory.add_argument("--samples", type=int, default=16)
+    theory.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    theory.set_defaults(func=cmd_kappa_theory)
     return parser
 
 

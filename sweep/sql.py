@@ -35,13 +35,17 @@ def connect(results_dir: Path, views_sql: Path | None = VIEWS_SQL) -> duckdb.Duc
             empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
             con.execute(f"CREATE TABLE {table} AS SELECT * FROM empty")
     if views_sql is not None and views_sql.exists():
-        con.execute(strip_shell_commands(views_sql.read_text()))
+        con.execute(without_base_tables(views_sql.read_text()))
     return con
 
 
-def strip_shell_commands(sql: str) -> str:
-    """Drop the duckdb shell's dot-commands (``.read …``), which only the CLI understands."""
-    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("."))
+def without_base_tables(sql: str) -> str:
+    """The views file minus its block that defines trials/epochs/kappa relative to the working folder
+    (for the plain duckdb shell); here those are already defined over the chosen results folder."""
+    start, end = "-- @base-tables-begin", "-- @base-tables-end"
+    if start not in sql:
+        return sql
+    return sql[: sql.index(start)] + sql[sql.index(end) + len(end) :]
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:

@@ -1,0 +1,340 @@
+"""``sweep report SPACE``: a self-contained folder (Markdown + PNG) that answers where the head-for-depth
+trade holds and where it breaks, from the analysis views in ``results/views.sql``.
+
+    reports/<space>/index.md                 the answer in words, then the tables
+    reports/<space>/pareto.png               top-1 against parameters, Pareto front and baseline marked
+    reports/<space>/delta_heatmap.png        depth × heads, Δtop-1 against the baseline, breaks outlined
+    reports/<space>/kappa_vs_heads.png       κ against heads (and against head_dim), one line per depth/arm
+    reports/<space>/throughput_vs_params.png training and inference samples/s against parameters
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+
+from sweep.errors import SweepError
+from sweep.sql import connect, format_value
+
+VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946"}
+
+
+def query(con, sql: str, space: str) -> list[dict]:
+    relation = con.execute(sql, [space])
+    columns = [d[0] for d in relation.description]
+    return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    if not rows:
+        return "_(no rows)_\n"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(format_value(row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+# --- the answer in words ----------------------------------------------------------------------------------
+
+
+def depth_sentences(edges: list[dict], baseline: dict) -> list[str]:
+    sentences = []
+    for edge in edges:
+        group = f"{edge['num_heads']} heads of {edge['head_dim']}"
+        held, broke = edge["holds_down_to_depth"], edge["breaks_at_depth"]
+        if held is None:
+            text = f"- **{group}**: does not hold even at depth {max(edge['depths_tried'])}"
+        elif held == min(edge["depths_tried"]):
+            text = f"- **{group}**: holds down to depth {held}, the shallowest tried: nothing broke in this range"
+        else:
+            text = f"- **{group}**: holds down to depth {held}"
+        if broke is not None:
+            text += f"; breaks at depth {broke}"
+        elif held is not None and held != min(edge["depths_tried"]):
+            text += "; below that the verdict is inconclusive (more seeds would settle it)"
+        sentences.append(text)
+    return sentences
+
+
+def head_dim_sentences(edges: list[dict]) -> list[str]:
+    sentences = []
+    for edge in edges:
+        held, broke = edge["holds_down_to_head_dim"], edge["breaks_at_head_dim"]
+        where = f"- **depth {edge['depth']}** (d_model {edge['embed_dim']})"
+        if held is None:
+            text = f"{where}: no head_dim holds"
+        elif held == min(edge["head_dims_tried"]):
+            text = f"{where}: holds down to head_dim {held}, the smallest tried: nothing broke"
+        else:
+            text = f"{where}: holds down to head_dim {held}"
+        sentences.append(text + (f"; breaks at head_dim {broke}" if broke is not None else ""))
+    return sentences
+
+
+# --- pictures ---------------------------------------------------------------------------------------------
+
+
+def plot_pareto(configs: list[dict], front: list[dict], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    done = [c for c in configs if c["top1_mean"] is not None]
+    ax.errorbar(
+        [c["params"] / 1e6 for c in done],
+        [c["top1_mean"] for c in done],
+        yerr=[c["top1_se"] or 0 for c in done],
+        fmt="o",
+        color="#888",
+        alpha=0.7,
+        label="config (± s.e.)",
+    )
+    front = sorted(front, key=lambda c: c["params"])
+    ax.plot(
+        [c["params"] / 1e6 for c in front], [c["top1_mean"] for c in front], "-o", color="#264653", label="Pareto front"
+    )
+    for c in front:
+        ax.annotate(
+            f"{c['depth']}×{c['num_heads']}",
+            (c["params"] / 1e6, c["top1_mean"]),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    base = [c for c in done if c["is_baseline"]]
+    if base:
+        ax.plot(base[0]["params"] / 1e6, base[0]["top1_mean"], "*", ms=16, color="#e76f51", label="baseline")
+    ax.set_xlabel("parameters (M)")
+    ax.set_ylabel("top-1 (%)")
+    ax.set_title("Accuracy against parameters (depth × heads labelled on the front)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_delta_heatmap(rows: list[dict], path: Path, tolerance: float) -> None:
+    """Depth × (heads, head_dim) grid of Δtop-1; outlined by verdict colour; breaks hatched."""
+    columns = sorted({(r["num_heads"], r["head_dim"]) for r in rows})
+    depths = sorted({r["depth"] for r in rows})
+    cells = {(r["depth"], r["num_heads"], r["head_dim"]): r for r in rows}
+    fig, ax = plt.subplots(figsize=(1.1 * len(columns) + 2.5, 0.8 * len(depths) + 2))
+    values = [[(cells.get((d, h, k)) or {}).get("delta_top1") for (h, k) in columns] for d in depths]
+    finite = [abs(v) for row in values for v in row if v is not None]
+    limit = max([*finite, tolerance]) if finite else 1.0
+    grid = [[math.nan if v is None else v for v in row] for row in values]
+    image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto", origin="lower")
+    for i, depth in enumerate(depths):
+        for j, (heads, head_dim) in enumerate(columns):
+            cell = cells.get((depth, heads, head_dim))
+            if cell is None or cell["delta_top1"] is None:
+                continue
+            verdict = cell["verdict"]
+            ax.add_patch(
+                plt.Rectangle(
+                    (j - 0.5, i - 0.5),
+                    1,
+                    1,
+                    fill=False,
+                    lw=2.5,
+                    edgecolor=VERDICT_COLOURS[verdict],
+                    hatch="//" if verdict == "breaks" else None,
+                )
+            )
+            marker = "★ " if cell["is_baseline"] else ""
+            colour = "white" if abs(cell["delta_top1"]) > 0.6 * limit else "black"  # legible on dark cells
+            ax.text(
+                j,
+                i,
+                f"{marker}{cell['delta_top1']:+.1f}\n{verdict}\nn={cell['n_seeds']}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color=colour,
+            )
+    ax.set_xticks(range(len(columns)), [f"{h}×{k}" for h, k in columns], rotation=30)
+    ax.set_yticks(range(len(depths)), depths)
+    ax.set_xlabel("heads × head_dim")
+    ax.set_ylabel("depth")
+    ax.set_title(f"Δtop-1 vs baseline (★), points; outline = verdict at tolerance {tolerance}", fontsize=9)
+    fig.colorbar(image, ax=ax, label="Δtop-1 (points)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_kappa(rows: list[dict], path: Path) -> None:
+    """κ (mean over layers, last probe) against heads, and against head_dim, one line per depth and arm."""
+    model_level = [r for r in rows if r["layer"] is None]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    groups: dict[tuple, list[dict]] = {}
+    for row in model_level:
+        arm = "fixed width" if row["attn_dim"] == row["embed_dim"] else "wider block"
+        groups.setdefault((row["depth"], arm), []).append(row)
+    for (depth, arm), members in sorted(groups.items()):
+        members.sort(key=lambda r: r["num_heads"])
+        style = "-o" if arm == "fixed width" else "--s"
+        left.plot(
+            [r["num_heads"] for r in members],
+            [r["kappa_median"] for r in members],
+            style,
+            label=f"depth {depth}, {arm}",
+        )
+        members.sort(key=lambda r: r["head_dim"])
+        right.plot(
+            [r["head_dim"] for r in members], [r["kappa_median"] for r in members], style, label=f"depth {depth}, {arm}"
+        )
+    for ax, xlabel in ((left, "heads"), (right, "head_dim")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("κ of the attention block (median over layers' medians)")
+        ax.legend(fontsize=7)
+    left.set_title("κ against heads")
+    right.set_title("κ against head_dim")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_throughput(configs: list[dict], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    done = [c for c in configs if c["train_samples_per_s"] is not None]
+    for key, label, marker in (("train_samples_per_s", "training", "o"), ("infer_samples_per_s", "inference", "s")):
+        ax.scatter([c["params"] / 1e6 for c in done], [c[key] for c in done], marker=marker, label=label, alpha=0.8)
+    for c in done:
+        ax.annotate(
+            f"{c['depth']}×{c['num_heads']}",
+            (c["params"] / 1e6, c["train_samples_per_s"]),
+            fontsize=6,
+            xytext=(2, 2),
+            textcoords="offset points",
+        )
+    ax.set_yscale("log")
+    ax.set_xlabel("parameters (M)")
+    ax.set_ylabel("samples / s (steady state)")
+    ax.set_title("Throughput against parameters (depth × heads labelled)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --- the folder -------------------------------------------------------------------------------------------
+
+
+def write_report(space: str, results_dir: Path, out_dir: Path, question: str | None = None) -> Path:
+    """Write the report folder for ``space``; returns the path of index.md."""
+    con = connect(results_dir)
+    trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
+    if trials == 0:
+        raise SweepError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
+    tolerance = con.execute("SELECT coalesce(getvariable('tolerance'), 0.5)").fetchone()[0]
+    configs = query(con, "FROM configs WHERE space = ? ORDER BY depth, num_heads, head_dim", space)
+    verdicts = query(con, "FROM vs_baseline WHERE space = ? ORDER BY depth, num_heads, head_dim", space)
+    front = query(con, "FROM pareto WHERE space = ?", space)
+    depth_edges = query(con, "FROM depth_edge WHERE space = ?", space)
+    head_dim_edges = query(con, "FROM head_dim_edge WHERE space = ?", space)
+    kappa = query(con, "FROM kappa_vs_heads WHERE space = ?", space)
+    infeasible = query(con, "FROM infeasible WHERE space = ?", space)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot_pareto(configs, front, out_dir / "pareto.png")
+    plot_delta_heatmap(verdicts, out_dir / "delta_heatmap.png", tolerance)
+    if kappa:
+        plot_kappa(kappa, out_dir / "kappa_vs_heads.png")
+    plot_throughput(configs, out_dir / "throughput_vs_params.png")
+    text = render_markdown(
+        space, question, tolerance, trials, configs, verdicts, front, depth_edges, head_dim_edges, kappa, infeasible
+    )
+    index = out_dir / "index.md"
+    index.write_text(text)
+    return index
+
+
+def render_markdown(
+    space, question, tolerance, trials, configs, verdicts, front, depth_edges, head_dim_edges, kappa, infeasible
+) -> str:
+    baseline = next((c for c in configs if c["is_baseline"]), None)
+    parts = [f"# Where does the head-for-depth trade break? Space `{space}`\n"]
+    if question:
+        parts.append(f"> {' '.join(question.split())}\n")
+    parts.append(
+        f"{trials} trials. A config **holds** when its mean top-1 is confidently (95% Welch interval) "
+        f"no more than {tolerance} points below the baseline's, **breaks** when it is confidently more "
+        "than that below, and is **inconclusive** otherwise. One seed is never called significant.\n"
+    )
+    if baseline:
+        parts.append(
+            f"Baseline: depth {baseline['depth']} × {baseline['num_heads']} heads of {baseline['head_dim']}, "
+            f"{baseline['params']:,} parameters, top-1 {format_value(baseline['top1_mean'])}% over "
+            f"{baseline['n_seeds']} seed(s).\n"
+        )
+    counts = {v: sum(r["verdict"] == v for r in verdicts) for v in ("holds", "breaks", "inconclusive")}
+    single = sum(r["evidence"] == "single seed" for r in verdicts)
+    parts.append(
+        f"Verdicts: {counts['holds']} hold, {counts['breaks']} break, {counts['inconclusive']} "
+        f"inconclusive{f'; {single} rest on a single seed (not significant)' if single else ''}.\n"
+    )
+    parts.append("## Along depth (fewer blocks, same heads)\n")
+    parts += depth_sentences(depth_edges, baseline or {}) or ["_(no configs at or below the baseline depth)_"]
+    parts.append("\n## Along head_dim (more, smaller heads at fixed d_model)\n")
+    parts += head_dim_sentences(head_dim_edges) or ["_(no fixed-d_model configs)_"]
+    parts.append("\n![Δtop-1 heatmap](delta_heatmap.png)\n")
+    parts.append("## Accuracy against parameters\n\n![Pareto](pareto.png)\n")
+    parts.append(
+        markdown_table(
+            front,
+            [
+                "depth",
+                "num_heads",
+                "head_dim",
+                "top1_mean",
+                "top1_se",
+                "params",
+                "train_samples_per_s",
+                "infer_samples_per_s",
+                "peak_mem_bytes",
+            ],
+        )
+    )
+    if kappa:
+        parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
+        parts.append(
+            markdown_table(
+                [r for r in kappa if r["layer"] is None],
+                ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "top1_mean"],
+            )
+        )
+    parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
+    parts.append("\n## Every config against the baseline\n")
+    parts.append(
+        markdown_table(
+            verdicts,
+            [
+                "depth",
+                "num_heads",
+                "head_dim",
+                "attn_dim",
+                "mlp_dim",
+                "n_seeds",
+                "top1_mean",
+                "delta_top1",
+                "delta_lo",
+                "delta_hi",
+                "verdict",
+                "evidence",
+                "delta_params_pct",
+                "delta_train_throughput_pct",
+                "delta_infer_throughput_pct",
+                "delta_mem_pct",
+            ],
+        )
+    )
+    parts.append("\n## Trials that did not finish\n")
+    parts.append(
+        markdown_table(infeasible, ["trials", "diverged_fraction", "oom_fraction", "error_fraction", "pruned_fraction"])
+    )
+    parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init results/views.sql`.\n')
+    return "\n".join(parts)

@@ -1,0 +1,201 @@
+"""Analysis: views find planted edges, verdicts respond to seed noise honestly, import is all-or-nothing,
+the plain duckdb shell agrees with `sweep sql`, and kappa-theory sits beside Theorem 3.2."""
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweep.cli import main
+from sweep.importer import ImportRejected, import_file
+from sweep.report import write_report
+from sweep.sql import run_query
+
+VIEWS = Path(__file__).resolve().parent.parent / "results" / "views.sql"
+COLUMNS = ["space", "config_id", "seed", "is_baseline", "family", "depth", "num_heads", "head_dim", "embed_dim",
+           "mlp_dim", "status", "top1", "params", "train_samples_per_s", "infer_samples_per_s", "peak_mem_bytes",
+           "kappa_mean"]  # fmt: skip
+
+
+def trial_row(space, depth, heads, seed, top1, width=64, status="ok", baseline=(4, 4)):
+    return {
+        "space": space, "config_id": f"{space}-d{depth}-h{heads}", "seed": seed,
+        "is_baseline": (depth, heads) == baseline, "family": "vit", "depth": depth, "num_heads": heads,
+        "head_dim": width // heads, "embed_dim": width, "mlp_dim": 128, "status": status,
+        "top1": top1 if status == "ok" else None, "params": 1000 * depth + heads, "train_samples_per_s": 100.0 / depth,
+        "infer_samples_per_s": 300.0 / depth, "peak_mem_bytes": 10**6 * depth, "kappa_mean": 1000.0 / heads,
+    }  # fmt: skip
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+# Planted truth, baseline depth 4 × 4 heads (head_dim 16 at d_model 64), three seeds of tiny noise:
+#   4 heads:  holds at depth 2, breaks at depth 1          16 heads: holds all the way down to depth 1
+#   1 head:   breaks at depth 2 already                    64 heads: holds at 4, breaks at 2 and 1
+PLANTED_MEANS = {(1, 1): 85, (2, 1): 85, (4, 1): 90, (1, 4): 80, (2, 4): 90, (4, 4): 90, (1, 16): 90, (2, 16): 90,
+                 (4, 16): 90, (1, 64): 70, (2, 64): 70, (4, 64): 89.9}  # fmt: skip
+
+
+@pytest.fixture
+def planted(tmp_path):
+    rows = [trial_row("plant", d, h, seed, mean + (seed - 1) * 0.05)
+            for (d, h), mean in PLANTED_MEANS.items() for seed in range(3)]  # fmt: skip
+    results = tmp_path / "results"
+    assert import_file(write_csv(tmp_path / "plant.csv", rows), results) == {"plant": 36}
+    return results
+
+
+def query(results, sql):
+    columns, rows = run_query(results, sql)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def test_depth_edge_finds_the_planted_edges(planted):
+    edges = {e["num_heads"]: (e["holds_down_to_depth"], e["breaks_at_depth"])
+             for e in query(planted, "FROM depth_edge")}  # fmt: skip
+    assert edges == {1: (4, 2), 4: (2, 1), 16: (1, None), 64: (4, 2)}
+
+
+def test_head_dim_edge_finds_the_planted_edges(planted):
+    edges = {e["depth"]: (e["holds_down_to_head_dim"], e["breaks_at_head_dim"])
+             for e in query(planted, "FROM head_dim_edge")}  # fmt: skip
+    # depth 1: the baseline's own head_dim (16) already breaks; depth 2: 4 holds, 1 breaks; depth 4: all hold
+    assert edges == {1: (None, 16), 2: (4, 1), 4: (1, None)}
+
+
+def test_pareto_and_infeasible(planted):
+    front = {(p["depth"], p["num_heads"]) for p in query(planted, "FROM pareto")}
+    # (1, 1) is the cheapest at 85%; (1, 16) reaches 90% with fewer parameters than any other 90% config
+    assert front == {(1, 1), (1, 16)}
+    assert query(planted, "SELECT infeasible_fraction FROM infeasible") == [{"infeasible_fraction": 0.0}]
+
+
+def test_vs_baseline_reports_deltas_in_percent(planted):
+    row = query(planted, "FROM vs_baseline WHERE depth = 2 AND num_heads = 4")[0]
+    assert row["delta_params_pct"] == pytest.approx(100 * (2004 - 4004) / 4004)
+    assert row["delta_train_throughput_pct"] == pytest.approx(100.0)
+    assert row["delta_mem_pct"] == pytest.approx(-50.0)
+    assert row["evidence"] == "welch t, 95%" and row["significant"]
+
+
+def noisy(space, spread, n):
+    """n seeds each for baseline and a config with the same true mean, values at mean ± spread."""
+    rows = []
+    for seed in range(n):
+        offset = spread * (1 if seed % 2 else -1) if n > 1 else 0.0
+        rows.append(trial_row(space, 4, 4, seed, 90.0 + offset))
+        rows.append(trial_row(space, 2, 4, seed, 90.0 - offset))
+    return rows
+
+
+def verdict(results, space):
+    return query(results, f"SELECT verdict, significant, evidence FROM vs_baseline WHERE space = '{space}' "
+                          "AND depth = 2")[0]  # fmt: skip
+
+
+def test_verdict_moves_with_seed_noise_and_back_with_more_seeds(tmp_path):
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "quiet.csv", noisy("quiet", 0.1, 4)), results)
+    import_file(write_csv(tmp_path / "noisy.csv", noisy("noisy", 1.0, 4)), results)
+    import_file(write_csv(tmp_path / "many.csv", noisy("many", 1.0, 40)), results)
+    assert verdict(results, "quiet")["verdict"] == "holds"
+    assert verdict(results, "noisy")["verdict"] == "inconclusive"
+    assert verdict(results, "many")["verdict"] == "holds"
+
+
+def test_tolerance_is_a_setting(planted):
+    # depth 1 × 4 heads is 10 points down: breaks at 0.5, holds at a 20-point tolerance
+    assert query(planted, "SELECT verdict FROM vs_baseline_at(20) WHERE depth = 1 AND num_heads = 4")[0] == {
+        "verdict": "holds"
+    }
+
+
+def test_one_seed_is_never_significant(tmp_path):
+    rows = [trial_row("one", 4, 4, 0, 90.0), trial_row("one", 2, 4, 0, 80.0), trial_row("one", 1, 4, 0, 89.9)]
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "one.csv", rows), results)
+    verdicts = query(results, "SELECT depth, verdict, significant, evidence FROM vs_baseline ORDER BY depth")
+    assert [(v["depth"], v["verdict"]) for v in verdicts] == [(1, "holds"), (2, "breaks"), (4, "holds")]
+    assert all(not v["significant"] and v["evidence"] == "single seed" for v in verdicts)
+
+
+def test_import_rejects_a_file_with_bad_rows_whole(tmp_path):
+    rows = [trial_row("bad", 4, 4, 0, 90.0), trial_row("bad", 2, 4, 0, 91.0), trial_row("bad", 1, 4, 0, 92.0)]
+    rows[1]["depth"] = -2
+    rows[2]["status"] = "fine"
+    rows[2]["top1"] = 140
+    results = tmp_path / "results"
+    with pytest.raises(ImportRejected) as info:
+        import_file(write_csv(tmp_path / "bad.csv", rows), results)
+    message = str(info.value)
+    assert "row 2: depth: must be a positive whole number (got -2)" in message
+    assert "row 3: status: must be one of" in message and "row 3: top1: must be a percentage" in message
+    assert "nothing written" in message and not results.exists()
+
+
+def test_import_rejects_unknown_columns_and_duplicates(tmp_path):
+    results = tmp_path / "results"
+    row = trial_row("dup", 4, 4, 0, 90.0)
+    with pytest.raises(ImportRejected, match="unknown columns accuracy"):
+        import_file(write_csv(tmp_path / "a.csv", [{**row, "accuracy": 1}]), results)
+    with pytest.raises(ImportRejected, match=r"row 2: same .* as row 1"):
+        import_file(write_csv(tmp_path / "b.csv", [row, row]), results)
+    import_file(write_csv(tmp_path / "c.csv", [row]), results)
+    with pytest.raises(ImportRejected, match="already in the results"):
+        import_file(write_csv(tmp_path / "d.csv", [row]), results)
+    assert query(results, "SELECT count(*) AS n FROM trials") == [{"n": 1}]
+
+
+def test_import_reads_parquet_and_fills_derived_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {k: v for k, v in trial_row("pq", 4, 4, 0, 90.0).items() if k not in ("config_id", "head_dim")}
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "rows.parquet")
+    assert main(["import", str(tmp_path / "rows.parquet"), "--results", str(tmp_path / "r")]) == 0
+    stored = query(tmp_path / "r", "SELECT head_dim, attn_dim, config_id FROM trials")[0]
+    assert stored["head_dim"] == 16 and stored["attn_dim"] == 64 and stored["config_id"].startswith("imp-")
+
+
+@pytest.mark.skipif(shutil.which("duckdb", path=str(Path(sys.executable).parent)) is None,
+                    reason="the duckdb shell (dev dependency duckdb-cli) is not installed")  # fmt: skip
+def test_plain_duckdb_shell_gives_the_same_answer(planted):
+    shell = str(Path(sys.executable).parent / "duckdb")
+    result = subprocess.run([shell, "-init", str(VIEWS), "-json", "-c", "FROM depth_edge"], cwd=planted.parent,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    from_shell = {(r["num_heads"], r["holds_down_to_depth"], r["breaks_at_depth"]) for r in json.loads(result.stdout)}
+    from_tool = {(r["num_heads"], r["holds_down_to_depth"], r["breaks_at_depth"])
+                 for r in query(planted, "FROM depth_edge")}  # fmt: skip
+    assert from_shell == from_tool == {(1, 4, 2), (4, 2, 1), (16, 1, None), (64, 4, 2)}
+
+
+def test_report_renders_and_states_the_answer(planted, tmp_path):
+    index = write_report("plant", planted, tmp_path / "report", question="Where does it break?")
+    text = index.read_text()
+    assert "**4 heads of 16**: holds down to depth 2; breaks at depth 1" in text
+    assert "**16 heads of 4**: holds down to depth 1, the shallowest tried: nothing broke" in text
+    for picture in ("pareto.png", "delta_heatmap.png", "throughput_vs_params.png"):
+        assert (tmp_path / "report" / picture).stat().st_size > 10_000
+        assert f"]({picture})" in text
+
+
+def test_kappa_theory_command(capsys):
+    assert main(["kappa-theory", "--tokens", "16", "--head-dim", "64", "--heads", "1,16", "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out)
+    small, large = rows
+    assert small["regime"].startswith("D > N") and large["regime"] == "D >> N"
+    assert large["sampled_over_theorem"] == pytest.approx(1.0, abs=0.05)
+    assert main(["kappa-theory", "--tokens", "197", "--width", "64", "--heads", "1"]) == 0
+    assert "does not apply" in capsys.readouterr().out

@@ -46,6 +46,9 @@ spaces: $(INSTALLED)
 sql: $(INSTALLED)
 	$(BIN)/sweep sql "$(Q)" --results $(RESULTS)
 
+report: $(INSTALLED)
+	$(BIN)/sweep report $(SPACE) --results $(RESULTS)
+
 # One trial without Ray: make trial CONFIG=path/to/config.json
 trial: $(INSTALLED)
 	$(BIN)/trial $(CONFIG)
@@ -53,6 +56,8 @@ trial: $(INSTALLED)
 bench: $(INSTALLED)
 	$(BIN)/python bench/harness_efficiency.py
 	$(BIN)/python bench/kappa_cost.py
+	$(BIN)/python bench/sweep_efficiency.py
+	$(BIN)/python bench/analysis_queries.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -14,20 +14,23 @@ CREATE OR REPLACE VIEW epochs AS FROM read_parquet('results/epochs/**/*.parquet'
 CREATE OR REPLACE VIEW kappa AS FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true);
 -- @base-tables-end
 
--- Two-sided 95% Student t critical values by degrees of freedom. A fractional df (Welch) is rounded
--- down, which widens the interval: the conservative choice. Above 120 the normal value is used.
-CREATE OR REPLACE TABLE t_critical_95 AS
-SELECT * FROM (VALUES
-    (1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (6, 2.447), (7, 2.365), (8, 2.306),
-    (9, 2.262), (10, 2.228), (11, 2.201), (12, 2.179), (13, 2.160), (14, 2.145), (15, 2.131),
-    (16, 2.120), (17, 2.110), (18, 2.101), (19, 2.093), (20, 2.086), (21, 2.080), (22, 2.074),
-    (23, 2.069), (24, 2.064), (25, 2.060), (26, 2.056), (27, 2.052), (28, 2.048), (29, 2.045),
-    (30, 2.042), (40, 2.021), (50, 2.009), (60, 2.000), (80, 1.990), (100, 1.984), (120, 1.980)
-) AS t(df, t);
-
-CREATE OR REPLACE MACRO t95(dof) AS coalesce(
-    (SELECT t FROM t_critical_95 WHERE df <= floor(dof) ORDER BY df DESC LIMIT 1), 12.706
-) + 0 * dof;  -- (+ 0 * dof keeps the macro's type numeric when dof is NULL)
+-- Two-sided 95% Student t critical value for `dof` degrees of freedom. A fractional df (Welch) is
+-- rounded down, which widens the interval: the conservative choice. Between tabulated values above 30
+-- the next lower df's value is used; from 120 on, 1.980 (the normal limit is 1.960). A CASE/list, not a
+-- lookup table, so it costs nothing per row.
+CREATE OR REPLACE MACRO t95(dof) AS CASE
+    WHEN dof IS NULL OR dof < 1 THEN NULL
+    WHEN dof < 31 THEN [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+                        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                        2.060, 2.056, 2.052, 2.048, 2.045, 2.042][floor(dof)::INTEGER]
+    WHEN dof < 40 THEN 2.042
+    WHEN dof < 50 THEN 2.021
+    WHEN dof < 60 THEN 2.009
+    WHEN dof < 80 THEN 2.000
+    WHEN dof < 100 THEN 1.990
+    WHEN dof < 120 THEN 1.984
+    ELSE 1.980
+END;
 
 -- configs: one row per (space, config): top-1 over seeds that finished, with the costs beside it.
 CREATE OR REPLACE VIEW configs AS
@@ -131,72 +134,63 @@ FROM vs_baseline_at(coalesce(getvariable('tolerance'), 0.5));
 CREATE OR REPLACE VIEW depth_edge AS
 WITH ranked AS (
     SELECT *,
-        -- how many non-holding depths lie between this depth and the baseline's (inclusive of this one)
+        -- non-holding depths from the baseline's depth down to this one: 0 means all of them hold
         sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
             PARTITION BY space, num_heads, head_dim, embed_dim, mlp_dim ORDER BY depth DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE depth <= baseline_depth
-),
-edge AS (
-    SELECT space, num_heads, head_dim, embed_dim, mlp_dim,
-        min(depth) FILTER (WHERE misses_above = 0) AS holds_down_to_depth,
-        list(depth ORDER BY depth) AS depths_tried,
-        list(verdict ORDER BY depth) AS verdicts
-    FROM ranked GROUP BY ALL
 )
-SELECT e.space, e.num_heads, e.head_dim, e.embed_dim, e.mlp_dim, e.holds_down_to_depth,
-    (SELECT max(v.depth) FROM vs_baseline v
-     WHERE v.space = e.space AND v.num_heads = e.num_heads AND v.head_dim = e.head_dim
-       AND v.embed_dim = e.embed_dim AND v.mlp_dim = e.mlp_dim AND v.verdict = 'breaks'
-       AND v.depth < coalesce(e.holds_down_to_depth, v.baseline_depth + 1)) AS breaks_at_depth,
-    e.depths_tried, e.verdicts
-FROM edge e
-ORDER BY e.space, e.embed_dim, e.mlp_dim, e.num_heads, e.head_dim;
+SELECT space, num_heads, head_dim, embed_dim, mlp_dim,
+    min(depth) FILTER (WHERE misses_above = 0) AS holds_down_to_depth,
+    -- rows with misses_above >= 1 are exactly the depths below holds_down_to_depth
+    max(depth) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_depth,
+    list(depth ORDER BY depth) AS depths_tried,
+    list(verdict ORDER BY depth) AS verdicts
+FROM ranked
+GROUP BY ALL
+ORDER BY space, embed_dim, mlp_dim, num_heads, head_dim;
 
 -- head_dim_edge: along head_dim at fixed d_model (the fixed_d_model arm), for each (space, depth).
 --   holds_down_to_head_dim: the smallest head_dim (at or below the baseline's) that holds, with every
 --                           tried head_dim between it and the baseline's holding too
 --   breaks_at_head_dim:     the largest tried head_dim below that whose verdict is breaks (NULL if none)
 CREATE OR REPLACE VIEW head_dim_edge AS
-WITH arm AS (
-    FROM vs_baseline WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
-),
-ranked AS (
+WITH ranked AS (
     SELECT *,
         sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
             PARTITION BY space, depth, embed_dim, mlp_dim ORDER BY head_dim DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
-    FROM arm
-),
-edge AS (
-    SELECT space, depth, embed_dim, mlp_dim,
-        min(head_dim) FILTER (WHERE misses_above = 0) AS holds_down_to_head_dim,
-        list(head_dim ORDER BY head_dim) AS head_dims_tried,
-        list(verdict ORDER BY head_dim) AS verdicts
-    FROM ranked GROUP BY ALL
+    FROM vs_baseline
+    WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
 )
-SELECT e.space, e.depth, e.embed_dim, e.mlp_dim, e.holds_down_to_head_dim,
-    (SELECT max(a.head_dim) FROM arm a
-     WHERE a.space = e.space AND a.depth = e.depth AND a.embed_dim = e.embed_dim AND a.mlp_dim = e.mlp_dim
-       AND a.verdict = 'breaks'
-       AND a.head_dim < coalesce(e.holds_down_to_head_dim, a.baseline_head_dim + 1)) AS breaks_at_head_dim,
-    e.head_dims_tried, e.verdicts
-FROM edge e
-ORDER BY e.space, e.embed_dim, e.mlp_dim, e.depth;
+SELECT space, depth, embed_dim, mlp_dim,
+    min(head_dim) FILTER (WHERE misses_above = 0) AS holds_down_to_head_dim,
+    max(head_dim) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_head_dim,
+    list(head_dim ORDER BY head_dim) AS head_dims_tried,
+    list(verdict ORDER BY head_dim) AS verdicts
+FROM ranked
+GROUP BY ALL
+ORDER BY space, embed_dim, mlp_dim, depth;
 
 -- pareto: configs no other config of the same space beats on both top-1 (higher) and params (lower).
+-- One sort instead of a pairwise comparison: a config is on the front when its top-1 beats every config
+-- with strictly fewer parameters and is the best among configs with exactly as many.
 CREATE OR REPLACE VIEW pareto AS
-SELECT c.space, c.config_id, c.depth, c.num_heads, c.head_dim, c.embed_dim, c.mlp_dim, c.attn_dim,
-       c.n_seeds, c.top1_mean, c.top1_se, c.params, c.flops_per_sample, c.train_samples_per_s,
-       c.infer_samples_per_s, c.peak_mem_bytes, c.kappa_mean, c.is_baseline
-FROM configs c
-WHERE c.n_seeds > 0 AND NOT EXISTS (
-    SELECT 1 FROM configs o
-    WHERE o.space = c.space AND o.n_seeds > 0 AND o.config_id <> c.config_id
-      AND o.top1_mean >= c.top1_mean AND o.params <= c.params
-      AND (o.top1_mean > c.top1_mean OR o.params < c.params))
-ORDER BY c.space, c.params;
+WITH finished AS (
+    SELECT *,
+        max(top1_mean) OVER (PARTITION BY space ORDER BY params
+                             RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_with_fewer_params,
+        max(top1_mean) OVER (PARTITION BY space, params) AS best_with_same_params
+    FROM configs
+    WHERE n_seeds > 0
+)
+SELECT space, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, n_seeds, top1_mean, top1_se,
+       params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean, is_baseline
+FROM finished
+WHERE (best_with_fewer_params IS NULL OR top1_mean > best_with_fewer_params)
+  AND top1_mean = best_with_same_params
+ORDER BY space, params;
 
 -- kappa_vs_heads: κ at each trial's last probed epoch, per layer and averaged over layers, by heads and
 -- head_dim (and attention width, which separates the two arms of the width control), with top-1.

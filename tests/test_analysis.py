@@ -199,3 +199,22 @@ def test_kappa_theory_command(capsys):
     assert large["sampled_over_theorem"] == pytest.approx(1.0, abs=0.05)
     assert main(["kappa-theory", "--tokens", "197", "--width", "64", "--heads", "1"]) == 0
     assert "does not apply" in capsys.readouterr().out
+
+
+def test_pareto_equals_the_pairwise_definition(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    rows = []
+    for index in range(40):
+        depth, heads = rng.choice([1, 2, 3, 4, 6, 8]), rng.choice([1, 2, 4, 8, 16])
+        row = trial_row("rand", depth, heads, 0, round(rng.uniform(60, 95), 1), baseline=(0, 0))
+        row.update(config_id=f"c{index}", params=rng.choice([1000, 2000, 3000, 4000, 5000]), is_baseline=index == 0)
+        rows.append(row)
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "rand.csv", rows), results)
+    dominated = {a["config_id"] for a in rows for b in rows
+                 if b is not a and b["top1"] >= a["top1"] and b["params"] <= a["params"]
+                 and (b["top1"] > a["top1"] or b["params"] < a["params"])}  # fmt: skip
+    expected = {r["config_id"] for r in rows} - dominated
+    assert {p["config_id"] for p in query(results, "FROM pareto")} == expected

@@ -46,6 +46,12 @@ spaces: $(INSTALLED)
 sql: $(INSTALLED)
 	$(BIN)/sweep sql "$(Q)" --results $(RESULTS)
 
+# Add the missing seeds: make rerun SPACE=… SEEDS=3 [SELECT=near-break] [RERUN_ARGS=--wait]
+SELECT ?= all
+RERUN_ARGS ?=
+rerun: $(INSTALLED)
+	$(BIN)/sweep rerun $(SPACE) --seeds $(or $(SEEDS),3) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(RERUN_ARGS)
+
 report: $(INSTALLED)
 	$(BIN)/sweep report $(SPACE) --results $(RESULTS)
 

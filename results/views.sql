@@ -4,14 +4,16 @@
 --   sweep sql "FROM depth_edge"              (the tool creates trials/epochs/kappa over --results first)
 --   duckdb -init results/views.sql          (plain DuckDB shell, run from the repository root)
 --
--- The tolerance for "the trade holds" is a setting, default 0.5 top-1 points:
---   SET VARIABLE tolerance = 0.3;   -- then query vs_baseline / depth_edge / head_dim_edge again
+-- The tolerance for "the trade holds", in top-1 points, is a setting. By default each space's own
+-- (`analysis.tolerance_top1` in its YAML, recorded in the `spaces` table when it runs), else 0.5:
+--   SET VARIABLE tolerance = 0.3;   -- one tolerance for every space; RESET VARIABLE tolerance to undo
 -- or call the table macro directly: FROM vs_baseline_at(0.3).
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
 CREATE OR REPLACE VIEW trials AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
 CREATE OR REPLACE VIEW epochs AS FROM read_parquet('results/epochs/**/*.parquet', union_by_name = true);
 CREATE OR REPLACE VIEW kappa AS FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true);
+CREATE OR REPLACE VIEW spaces AS FROM read_parquet('results/spaces/**/*.parquet', union_by_name = true);
 -- @base-tables-end
 
 -- Two-sided 95% Student t critical value for `dof` degrees of freedom. A fractional df (Welch) is
@@ -31,6 +33,11 @@ CREATE OR REPLACE MACRO t95(dof) AS CASE
     WHEN dof < 120 THEN 1.984
     ELSE 1.980
 END;
+
+-- space_settings: the latest recorded settings of each space (a space known only from imports has none).
+CREATE OR REPLACE VIEW space_settings AS
+SELECT space, arg_max(tolerance_top1, written_at) AS tolerance_top1, arg_max(question, written_at) AS question
+FROM spaces GROUP BY space;
 
 -- configs: one row per (space, config): top-1 over seeds that finished, with the costs beside it.
 CREATE OR REPLACE VIEW configs AS
@@ -63,7 +70,7 @@ SELECT
 FROM trials
 GROUP BY space, config_id;
 
--- vs_baseline_at(tolerance): every config against its space's baseline.
+-- vs_baseline_at(tolerance): every config against its space's baseline. tolerance NULL: each space's own.
 --   delta_top1   = mean top-1 of the config − mean top-1 of the baseline (points)
 --   delta_lo/hi  = 95% Welch interval of that difference (Student t, Welch–Satterthwaite df), when both
 --                  sides have ≥ 2 seeds
@@ -73,17 +80,21 @@ GROUP BY space, config_id;
 --   With one seed on either side there is no interval: the verdict falls back to the tolerance alone
 --   (delta_top1 against −tolerance), `evidence` says 'single seed', and `significant` is false.
 CREATE OR REPLACE MACRO vs_baseline_at(tolerance) AS TABLE
-WITH base AS (
+WITH tolerances AS (
+    SELECT DISTINCT c.space, coalesce(tolerance, s.tolerance_top1, 0.5) AS tol
+    FROM configs c LEFT JOIN space_settings s USING (space)
+),
+base AS (
     SELECT space, top1_mean AS b_mean, top1_sd AS b_sd, n_seeds AS b_n, params AS b_params,
            train_samples_per_s AS b_train, infer_samples_per_s AS b_infer, peak_mem_bytes AS b_mem,
            depth AS b_depth, head_dim AS b_head_dim
     FROM configs WHERE is_baseline
 ),
 paired AS (
-    SELECT c.*, b.* EXCLUDE (space),
+    SELECT c.*, b.* EXCLUDE (space), t.tol,
            c.top1_mean - b.b_mean AS delta_top1,
            c.top1_sd ^ 2 / c.n_seeds + b.b_sd ^ 2 / b.b_n AS var_delta
-    FROM configs c JOIN base b USING (space)
+    FROM configs c JOIN base b USING (space) JOIN tolerances t USING (space)
 ),
 interval AS (
     SELECT *,
@@ -100,7 +111,7 @@ SELECT
     delta_top1 - t95(welch_df) * sqrt(var_delta) AS delta_lo,
     delta_top1 + t95(welch_df) * sqrt(var_delta) AS delta_hi,
     welch_df,
-    tolerance,
+    tol AS tolerance,
     100.0 * (params - b_params) / b_params AS delta_params_pct,
     100.0 * (train_samples_per_s - b_train) / b_train AS delta_train_throughput_pct,
     100.0 * (infer_samples_per_s - b_infer) / b_infer AS delta_infer_throughput_pct,
@@ -109,23 +120,25 @@ SELECT
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
     CASE
         WHEN n_seeds = 0 OR b_n = 0 THEN 'no finished seed'
+        WHEN is_baseline THEN 'baseline'
         WHEN n_seeds = 1 OR b_n = 1 THEN 'single seed'
         ELSE 'welch t, 95%'
     END AS evidence,
     CASE
         WHEN n_seeds = 0 OR b_n = 0 THEN 'inconclusive'
-        WHEN n_seeds = 1 OR b_n = 1 THEN CASE WHEN delta_top1 >= -tolerance THEN 'holds' ELSE 'breaks' END
-        WHEN delta_top1 - t95(welch_df) * sqrt(var_delta) >= -tolerance THEN 'holds'
-        WHEN delta_top1 + t95(welch_df) * sqrt(var_delta) < -tolerance THEN 'breaks'
+        WHEN is_baseline THEN 'holds'  -- the reference, by definition
+        WHEN n_seeds = 1 OR b_n = 1 THEN CASE WHEN delta_top1 >= -tol THEN 'holds' ELSE 'breaks' END
+        WHEN delta_top1 - t95(welch_df) * sqrt(var_delta) >= -tol THEN 'holds'
+        WHEN delta_top1 + t95(welch_df) * sqrt(var_delta) < -tol THEN 'breaks'
         ELSE 'inconclusive'
     END AS verdict,
-    (n_seeds >= 2 AND b_n >= 2 AND (
-        delta_top1 - t95(welch_df) * sqrt(var_delta) >= -tolerance
-        OR delta_top1 + t95(welch_df) * sqrt(var_delta) < -tolerance)) AS significant
+    (NOT is_baseline AND n_seeds >= 2 AND b_n >= 2 AND (
+        delta_top1 - t95(welch_df) * sqrt(var_delta) >= -tol
+        OR delta_top1 + t95(welch_df) * sqrt(var_delta) < -tol)) AS significant
 FROM interval;
 
 CREATE OR REPLACE VIEW vs_baseline AS
-FROM vs_baseline_at(coalesce(getvariable('tolerance'), 0.5));
+FROM vs_baseline_at(getvariable('tolerance'));
 
 -- depth_edge: along depth, for each (space, num_heads, head_dim) at the baseline's width and MLP.
 --   holds_down_to_depth: the shallowest depth (at or below the baseline's) whose verdict is holds, with

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from sweep.errors import SweepError
 from sweep.plan import Plan, make_plan
-from sweep.space import load_space, read_yaml, shipped_spaces
+from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_spaces
 from sweep.sql import render, run_query
 
 DEFAULT_SPACE = "local_digits"
@@ -69,11 +70,52 @@ def load_plan(args, check_data=None) -> Plan:
 
 
 def cmd_run(args) -> int:
-    from sweep.tuner import check_data, run_sweep  # Ray is imported only for commands that need it
+    from sweep.tuner import check_data  # Ray is imported only for commands that need it
 
     plan = load_plan(args, check_data)
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        if plan.space.search.kind == "grid" and not args.fresh:
+            recorded = recorded_pairs(args.results, plan.space_name)
+            missing = missing_pairs(plan, plan.configs, plan.seeds, recorded)
+            total = len(plan.configs) * len(plan.seeds)
+            if len(missing) < total:
+                print(
+                    f"[sweep] resuming: {total - len(missing)} of {total} trials already recorded in "
+                    f"{args.results}/ (--fresh runs them all again)",
+                    file=sys.stderr,
+                )
+            if not missing:
+                print(f"[sweep] {describe(missing, total)}", file=sys.stderr)
+                return 0
+            plan.pairs = [(m.config, m.seed) for m in missing]
+        return launch(plan, args)
+
+
+def cmd_rerun(args) -> int:
+    from sweep.tuner import check_data
+
+    args.seeds = str(args.seeds)
+    plan = load_plan(args, check_data)
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        configs = select_configs(plan, args.results, args.select, args.top_k)
+        missing = missing_pairs(plan, configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
+        print(
+            f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
+            file=sys.stderr,
+        )
+        print(describe(missing, len(configs) * len(plan.seeds)), file=sys.stderr)
+        if not missing or args.dry_run:
+            return 0
+        plan.pairs = [(m.config, m.seed) for m in missing]
+        plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
+        return launch(plan, args)
+
+
+def launch(plan: Plan, args) -> int:
+    from sweep.tuner import run_sweep
+
     grid = plan.space.search.kind == "grid"
-    count = len(plan.configs) * len(plan.seeds) if grid else plan.space.search.num_trials
+    count = len(plan.trials()) if grid else plan.space.search.num_trials
     print(
         f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
         f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
@@ -276,7 +318,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     run.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--fresh", action="store_true", help="run every trial, even those already recorded")
+    run.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     run.set_defaults(func=cmd_run)
+
+    rerun = sub.add_parser("rerun", help="run exactly the (config, seed) pairs missing for a selection")
+    rerun.add_argument("space", nargs="?", default=DEFAULT_SPACE)
+    rerun.add_argument("--seeds", type=int, required=True, help="seeds wanted per config: 0 … N-1")
+    rerun.add_argument("--select", choices=SELECTIONS, default="all")
+    rerun.add_argument("--top-k", type=int, help="K for --select top-k")
+    rerun.add_argument("--profile")
+    rerun.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    rerun.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
+    rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
+    rerun.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
+    rerun.add_argument("--quiet", action="store_true", help="no progress line")
+    rerun.set_defaults(func=cmd_rerun)
 
     plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")
     plan.add_argument("space", nargs="?", default=DEFAULT_SPACE)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from sweep.errors import SweepError
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
-from sweep.sink import write_atomic
+from sweep.sink import record_space, write_atomic
 from sweep.sql import run_query
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
@@ -139,6 +139,7 @@ def import_file(path: Path, results_dir: Path) -> dict[str, int]:
         for table in TABLES:  # empty epochs/kappa files keep every table's glob non-empty for the duckdb shell
             target = results_dir / table / space / sweep_id / f"{path.stem}.parquet"
             write_atomic(table_from_rows(table, space_rows if table == "trials" else []), target)
+        record_space(results_dir, space, sweep_id, None, None, None)  # settings unknown: analysis defaults
     return {space: len(space_rows) for space, space_rows in per_space.items()}
 
 

@@ -80,10 +80,13 @@ class Plan:
     removed: list[Removed]
     seeds: list[int]
     baseline: PlannedConfig
-    extra: dict = field(default_factory=dict)
+    # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
+    pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
 
     def trials(self) -> list[dict]:
         """Every (config, seed) trial of a grid, as plain payloads for Ray."""
+        if self.pairs is not None:
+            return [trial_payload(self, config, seed) for config, seed in self.pairs]
         return [trial_payload(self, config, seed) for config in self.configs for seed in self.seeds]
 
 

@@ -41,37 +41,62 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 # --- the answer in words ----------------------------------------------------------------------------------
 
 
-def depth_sentences(edges: list[dict], baseline: dict) -> list[str]:
+def describe_verdict(row: dict) -> str:
+    if row["is_baseline"]:
+        return f"{row['top1_mean']:.1f}% (the baseline)"
+    if row["delta_lo"] is None:
+        return f"{row['verdict']} (Δ {row['delta_top1']:+.1f}, {row['evidence']})"
+    return f"{row['verdict']} (Δ {row['delta_top1']:+.1f}, 95% CI {row['delta_lo']:+.1f}…{row['delta_hi']:+.1f})"
+
+
+def edge_sentence(label: str, axis: str, held, broke, tried: list, rows: list[dict]) -> str:
+    """One line: the conclusion along one axis for one group, then every point tried with its verdict."""
+    if held is None:
+        conclusion = f"not even the baseline's {axis} holds"
+    elif held == min(tried):
+        conclusion = f"holds down to {axis} {held}, the smallest tried: nothing broke in this range"
+    else:
+        conclusion = f"holds down to {axis} {held}"
+    if broke is not None:
+        conclusion += f"; breaks at {axis} {broke}"
+    elif held is not None and held != min(tried):
+        conclusion += f"; below {held} inconclusive (more seeds would settle it)"
+    points = "; ".join(f"{axis} {r[axis]}: {describe_verdict(r)}" for r in sorted(rows, key=lambda r: -r[axis]))
+    return f"- **{label}**: {conclusion}.  \n  {points}"
+
+
+def depth_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     sentences = []
     for edge in edges:
-        group = f"{edge['num_heads']} heads of {edge['head_dim']}"
-        held, broke = edge["holds_down_to_depth"], edge["breaks_at_depth"]
-        if held is None:
-            text = f"- **{group}**: does not hold even at depth {max(edge['depths_tried'])}"
-        elif held == min(edge["depths_tried"]):
-            text = f"- **{group}**: holds down to depth {held}, the shallowest tried: nothing broke in this range"
-        else:
-            text = f"- **{group}**: holds down to depth {held}"
-        if broke is not None:
-            text += f"; breaks at depth {broke}"
-        elif held is not None and held != min(edge["depths_tried"]):
-            text += "; below that the verdict is inconclusive (more seeds would settle it)"
-        sentences.append(text)
+        rows = [v for v in verdicts if (v["num_heads"], v["head_dim"], v["embed_dim"], v["mlp_dim"])
+                == (edge["num_heads"], edge["head_dim"], edge["embed_dim"], edge["mlp_dim"])
+                and v["depth"] <= v["baseline_depth"]]  # fmt: skip
+        label = f"{edge['num_heads']} heads of {edge['head_dim']}"
+        sentences.append(
+            edge_sentence(
+                label, "depth", edge["holds_down_to_depth"], edge["breaks_at_depth"], edge["depths_tried"], rows
+            )
+        )
     return sentences
 
 
-def head_dim_sentences(edges: list[dict]) -> list[str]:
+def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     sentences = []
     for edge in edges:
-        held, broke = edge["holds_down_to_head_dim"], edge["breaks_at_head_dim"]
-        where = f"- **depth {edge['depth']}** (d_model {edge['embed_dim']})"
-        if held is None:
-            text = f"{where}: no head_dim holds"
-        elif held == min(edge["head_dims_tried"]):
-            text = f"{where}: holds down to head_dim {held}, the smallest tried: nothing broke"
-        else:
-            text = f"{where}: holds down to head_dim {held}"
-        sentences.append(text + (f"; breaks at head_dim {broke}" if broke is not None else ""))
+        rows = [v for v in verdicts if (v["depth"], v["embed_dim"], v["mlp_dim"])
+                == (edge["depth"], edge["embed_dim"], edge["mlp_dim"])
+                and v["attn_dim"] == v["embed_dim"] and v["head_dim"] <= v["baseline_head_dim"]]  # fmt: skip
+        label = f"depth {edge['depth']} (d_model {edge['embed_dim']})"
+        sentences.append(
+            edge_sentence(
+                label,
+                "head_dim",
+                edge["holds_down_to_head_dim"],
+                edge["breaks_at_head_dim"],
+                edge["head_dims_tried"],
+                rows,
+            )
+        )
     return sentences
 
 
@@ -230,7 +255,8 @@ def write_report(space: str, results_dir: Path, out_dir: Path, question: str | N
     trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
     if trials == 0:
         raise SweepError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
-    tolerance = con.execute("SELECT coalesce(getvariable('tolerance'), 0.5)").fetchone()[0]
+    row = con.execute("SELECT max(tolerance) FROM vs_baseline WHERE space = ?", [space]).fetchone()
+    tolerance = row[0] if row and row[0] is not None else 0.5
     configs = query(con, "FROM configs WHERE space = ? ORDER BY depth, num_heads, head_dim", space)
     verdicts = query(con, "FROM vs_baseline WHERE space = ? ORDER BY depth, num_heads, head_dim", space)
     front = query(con, "FROM pareto WHERE space = ?", space)
@@ -278,9 +304,9 @@ def render_markdown(
         f"inconclusive{f'; {single} rest on a single seed (not significant)' if single else ''}.\n"
     )
     parts.append("## Along depth (fewer blocks, same heads)\n")
-    parts += depth_sentences(depth_edges, baseline or {}) or ["_(no configs at or below the baseline depth)_"]
+    parts += depth_sentences(depth_edges, verdicts) or ["_(no configs at or below the baseline depth)_"]
     parts.append("\n## Along head_dim (more, smaller heads at fixed d_model)\n")
-    parts += head_dim_sentences(head_dim_edges) or ["_(no fixed-d_model configs)_"]
+    parts += head_dim_sentences(head_dim_edges, verdicts) or ["_(no fixed-d_model configs)_"]
     parts.append("\n![Δtop-1 heatmap](delta_heatmap.png)\n")
     parts.append("## Accuracy against parameters\n\n![Pareto](pareto.png)\n")
     parts.append(

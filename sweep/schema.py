@@ -5,6 +5,7 @@ Layout under the results folder (one glob per table for DuckDB):
     results/trials/<space>/<sweep_id>/<trial_id>.parquet   one row per trial
     results/epochs/<space>/<sweep_id>/<trial_id>.parquet   one row per trial and epoch
     results/kappa/<space>/<sweep_id>/<trial_id>.parquet    one row per trial, epoch and attention layer
+    results/spaces/<space>/<sweep_id>.parquet              one row per sweep: the space's analysis settings
 
 Every row carries ``schema_version``; a change that renames or retypes a column bumps it.
 """
@@ -58,6 +59,7 @@ TRIALS = pa.schema([
     ("kappa_probe_s", pa.float64()),
     ("dataset", pa.string()),
     ("device", pa.string()),
+    ("node_id", pa.string()),  # the Ray node that ran the trial (its last attempt)
     ("git_sha", pa.string()),
     ("started_at", pa.timestamp("ms", tz="UTC")),
     ("finished_at", pa.timestamp("ms", tz="UTC")),
@@ -96,7 +98,19 @@ KAPPA = pa.schema([
     ("kappa_max", pa.float64()),  # max over probe images
 ])  # fmt: skip
 
-SCHEMAS = {"trials": TRIALS, "epochs": EPOCHS, "kappa": KAPPA}
+# One row per sweep started: the space's settings that the analysis needs (its own tolerance).
+SPACES = pa.schema([
+    ("schema_version", pa.int32()),
+    ("space", pa.string()),
+    ("sweep_id", pa.string()),
+    ("profile", pa.string()),
+    ("question", pa.string()),
+    ("tolerance_top1", pa.float64()),  # points of top-1; NULL: the analysis default (0.5)
+    ("written_at", pa.timestamp("ms", tz="UTC")),
+])  # fmt: skip
+
+SCHEMAS = {"trials": TRIALS, "epochs": EPOCHS, "kappa": KAPPA, "spaces": SPACES}
+ALL_TABLES = (*TABLES, "spaces")
 
 
 def table_from_rows(table: str, rows: list[dict]) -> pa.Table:

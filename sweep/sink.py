@@ -13,7 +13,7 @@ import logging
 import os
 import subprocess
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -70,6 +70,20 @@ def write_atomic(table, path: Path) -> None:
     finally:
         if temporary.exists():
             temporary.unlink()
+
+
+def record_space(results_dir: Path, space: str, sweep_id: str, profile, question, tolerance_top1) -> None:
+    """One ``spaces`` row for a sweep (or an import): the settings the analysis reads for the space."""
+    row = {
+        "schema_version": SCHEMA_VERSION,
+        "space": space,
+        "sweep_id": sweep_id,
+        "profile": profile,
+        "question": question,
+        "tolerance_top1": tolerance_top1,
+        "written_at": datetime.now(timezone.utc),
+    }
+    write_atomic(table_from_rows("spaces", [row]), Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
 
 
 class TrialRows:
@@ -136,16 +150,21 @@ class ParquetSink(tune.Callback):
         self.sweep_id = sweep_id
         self.sha = git_sha()
         self._records: dict[str, dict] = {}
-        self._epochs: dict[str, list[dict]] = {}
+        self._epochs: dict[str, dict[int, dict]] = {}  # by epoch: a restarted trial may report one again
         self._kappa: dict[str, list[dict]] = {}
+        self._nodes: dict[str, str] = {}  # trial_id -> Ray node that ran it last
         self.written: dict[str, str] = {}  # trial_id -> status
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if "record" in result:
             self._records[trial.trial_id] = result["record"]
         elif "epoch_row" in result:
-            self._epochs.setdefault(trial.trial_id, []).append(result["epoch_row"])
-            self._kappa.setdefault(trial.trial_id, []).extend(result.get("kappa_rows") or [])
+            epoch = result["epoch_row"]["epoch"]
+            self._epochs.setdefault(trial.trial_id, {})[epoch] = result["epoch_row"]
+            kappa = self._kappa.setdefault(trial.trial_id, [])
+            kappa[:] = [row for row in kappa if row["epoch"] != epoch] + list(result.get("kappa_rows") or [])
+        if result.get("node_id"):
+            self._nodes[trial.trial_id] = result["node_id"]
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         record = self._records.get(trial.trial_id)
@@ -167,10 +186,12 @@ class ParquetSink(tune.Callback):
         payload = trial.config["payload"]
         rows = TrialRows(payload, self.sweep_id, trial.trial_id, self.sha)
         record = self._records.pop(trial.trial_id, None)
-        epochs = record["epochs"] if record else self._epochs.get(trial.trial_id, [])
+        epochs = record["epochs"] if record else [v for _, v in sorted(self._epochs.get(trial.trial_id, {}).items())]
         kappa = record["kappa"] if record else self._kappa.get(trial.trial_id, [])
+        trial_row = rows.trial_row(record, epochs, status, error, restarts=trial.num_failures)
+        trial_row["node_id"] = self._nodes.get(trial.trial_id)
         tables = {
-            "trials": [rows.trial_row(record, epochs, status, error, restarts=trial.num_failures)],
+            "trials": [trial_row],
             "epochs": rows.child_rows(epochs),
             "kappa": rows.child_rows(kappa),
         }

@@ -157,6 +157,13 @@ class Resources(Strict):
     max_concurrent_trials: PositiveInt | None = None
 
 
+class Analysis(Strict):
+    """How the analysis judges this space. ``tolerance_top1``: how many top-1 points below the baseline
+    still count as "holds" (choose it from the data set's seed noise; 0.5 suits ImageNet)."""
+
+    tolerance_top1: float = Field(default=0.5, gt=0.0)
+
+
 class Profile(Strict):
     """A named budget: overrides merged over the space (nested keys merge; lists replace)."""
 
@@ -172,6 +179,7 @@ class Profile(Strict):
     search: dict[str, Any] | None = None
     scheduler: dict[str, Any] | None = None
     resources: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
 
 
 class Space(Strict):
@@ -191,6 +199,7 @@ class Space(Strict):
     search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
+    analysis: Analysis = Analysis()
     profiles: dict[str, Profile] = {}
     default_profile: str | None = None
 
@@ -407,6 +416,7 @@ SECTION_MODELS = {
     "scheduler": Scheduler,
     "resources": Resources,
     "search": OptunaSearchSpec,
+    "analysis": Analysis,
 }
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 from sweep.errors import QueryError
-from sweep.schema import SCHEMAS, TABLES
+from sweep.schema import ALL_TABLES, SCHEMAS
 
 VIEWS_SQL = Path(__file__).resolve().parent.parent / "results" / "views.sql"
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
@@ -27,7 +27,7 @@ def connect(results_dir: Path, views_sql: Path | None = VIEWS_SQL) -> duckdb.Duc
     """An in-memory DuckDB with ``trials``, ``epochs`` and ``kappa`` as views over the Parquet files
     (empty, correctly typed tables when a table has no file yet) and the analysis views."""
     con = duckdb.connect(":memory:")
-    for table in TABLES:
+    for table in ALL_TABLES:
         pattern = table_glob(results_dir, table)
         if any(Path(results_dir).glob(f"{table}/**/*.parquet")):
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")

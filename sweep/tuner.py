@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import ray
+import torch
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
@@ -18,7 +20,7 @@ from ray.tune.search.optuna import OptunaSearch
 from sweep.errors import DataUnavailableError
 from sweep.plan import SHAPE_KEYS, Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
-from sweep.sink import ParquetSink
+from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Space
 from workers.config import DataSpec
 from workers.data import DataNotFoundError, load_arrays, resolve_root
@@ -48,27 +50,48 @@ class SweepOutcome:
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
 
 
+CHECKPOINT_FILE = "trial_state.pt"
+
+
 def tune_trial(config: dict, arrays=None) -> None:
     """Run one planned trial on a Ray worker and report to Tune.
 
     Every epoch reports the epoch's row and κ rows (so a scheduler can stop the trial, and so the driver
-    keeps them if it does); the last report carries the worker's whole record. Failures are records
-    too, never exceptions, so Tune does not retry a deterministic failure such as an OOM.
+    keeps them if it does) with a checkpoint of the trial's whole state; if the worker process dies, Tune
+    starts the trial again and it resumes after its last checkpointed epoch. The last report carries the
+    worker's whole record. Failures are records too, never exceptions, so Tune does not retry a
+    deterministic failure such as an OOM.
     """
     payload = config["payload"]
-    static = {"params": payload["planned_params"], "flops_per_sample": payload["planned_flops_per_sample"]}
+    static = {
+        "params": payload["planned_params"],
+        "flops_per_sample": payload["planned_flops_per_sample"],
+        "node_id": ray.get_runtime_context().get_node_id(),
+    }
 
-    def on_epoch(row: dict, kappa_rows: list[dict]) -> None:
+    def on_epoch(row: dict, kappa_rows: list[dict], snapshot) -> None:
         metrics = {"top1": row["val_top1"], "val_loss": row["val_loss"], "kappa_mean": row["kappa_mean"]}
         known = {name: value for name, value in metrics.items() if value is not None}
-        tune.report({**static, **known, "epoch_row": row, "kappa_rows": kappa_rows})
+        with tempfile.TemporaryDirectory() as folder:
+            torch.save(snapshot(), Path(folder) / CHECKPOINT_FILE)
+            checkpoint = tune.Checkpoint.from_directory(folder)
+            tune.report({**static, **known, "epoch_row": row, "kappa_rows": kappa_rows}, checkpoint=checkpoint)
 
-    record = run_trial(payload["trial_config"], arrays=arrays, on_epoch=on_epoch)
+    record = run_trial(payload["trial_config"], arrays=arrays, on_epoch=on_epoch, resume_from=last_checkpoint())
     final = {
         **static,
         **{name: record.get(name) for name in REPORTED_METRICS if record.get(name) is not None},
     }
     tune.report({**final, "status": record["status"], "record": record})
+
+
+def last_checkpoint() -> dict | None:
+    """The trial state of this trial's last checkpoint, when Tune is restarting it after a failure."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as folder:
+        return torch.load(Path(folder) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
 
 
 class OptunaSearchFailuresAsFailed(OptunaSearch):
@@ -223,8 +246,11 @@ def run_sweep(
     resources = {"cpu": plan.space.resources.cpus_per_trial, "gpu": plan.space.resources.gpus_per_trial}
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays), resources)
     grid = plan.space.search.kind == "grid"
-    total = len(plan.configs) * len(plan.seeds) if grid else plan.space.search.num_trials
+    total = len(plan.trials()) if grid else plan.space.search.num_trials
     sink = ParquetSink(results_dir, sweep_id)
+    record_space(
+        results_dir, plan.space_name, sweep_id, plan.profile, plan.space.question, plan.space.analysis.tolerance_top1
+    )
     callbacks = [sink, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
     tuner = tune.Tuner(
         trainable,
@@ -234,6 +260,9 @@ def run_sweep(
             scheduler=make_scheduler(plan),
             num_samples=1 if grid else plan.space.search.num_trials,
             max_concurrent_trials=plan.space.resources.max_concurrent_trials,
+            # A new actor per trial would start a new process and import torch and timm again (seconds
+            # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
+            reuse_actors=True,
             trial_name_creator=short_trial_name,
             trial_dirname_creator=short_trial_name,
         ),
@@ -242,7 +271,8 @@ def run_sweep(
             storage_path=str(results_dir / "_tune"),
             callbacks=callbacks,
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=2),  # a lost worker process is retried
+            failure_config=tune.FailureConfig(max_failures=3),  # a lost worker or node: retried from checkpoint
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
     tuner.fit()

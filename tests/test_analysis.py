@@ -118,6 +118,16 @@ def test_tolerance_is_a_setting(planted):
     assert query(planted, "SELECT verdict FROM vs_baseline_at(20) WHERE depth = 1 AND num_heads = 4")[0] == {
         "verdict": "holds"
     }
+    assert query(planted, "SELECT DISTINCT tolerance FROM vs_baseline") == [{"tolerance": 0.5}]
+
+
+def test_a_space_carries_its_own_tolerance(planted):
+    from sweep.sink import record_space
+
+    record_space(planted, "plant", "later", None, "q", 20.0)
+    assert query(planted, "SELECT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4") == [
+        {"verdict": "holds", "tolerance": 20.0}
+    ]
 
 
 def test_one_seed_is_never_significant(tmp_path):
@@ -126,7 +136,8 @@ def test_one_seed_is_never_significant(tmp_path):
     import_file(write_csv(tmp_path / "one.csv", rows), results)
     verdicts = query(results, "SELECT depth, verdict, significant, evidence FROM vs_baseline ORDER BY depth")
     assert [(v["depth"], v["verdict"]) for v in verdicts] == [(1, "holds"), (2, "breaks"), (4, "holds")]
-    assert all(not v["significant"] and v["evidence"] == "single seed" for v in verdicts)
+    assert all(not v["significant"] for v in verdicts)
+    assert [v["evidence"] for v in verdicts] == ["single seed", "single seed", "baseline"]
 
 
 def test_import_rejects_a_file_with_bad_rows_whole(tmp_path):
@@ -184,7 +195,8 @@ def test_report_renders_and_states_the_answer(planted, tmp_path):
     index = write_report("plant", planted, tmp_path / "report", question="Where does it break?")
     text = index.read_text()
     assert "**4 heads of 16**: holds down to depth 2; breaks at depth 1" in text
-    assert "**16 heads of 4**: holds down to depth 1, the shallowest tried: nothing broke" in text
+    assert "**16 heads of 4**: holds down to depth 1, the smallest tried: nothing broke in this range" in text
+    assert "depth 1: breaks (Δ -10.0, 95% CI" in text and "depth 4: 90.0% (the baseline)" in text
     for picture in ("pareto.png", "delta_heatmap.png", "throughput_vs_params.png"):
         assert (tmp_path / "report" / picture).stat().st_size > 10_000
         assert f"]({picture})" in text

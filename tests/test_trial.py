@@ -121,8 +121,29 @@ def test_epoch_callback_sees_each_epoch(tiny_vit_config):
     config = copy.deepcopy(tiny_vit_config)
     config["train"].update(epochs=2, max_steps=None)
     seen = []
-    record = run_trial(config, on_epoch=lambda row, kappa: seen.append((row["epoch"], len(kappa))))
+    record = run_trial(config, on_epoch=lambda row, kappa, _snapshot: seen.append((row["epoch"], len(kappa))))
     assert seen == [(1, 2), (2, 2)] and record["status"] == "ok"
+
+
+def test_resuming_from_an_epoch_snapshot_gives_the_uninterrupted_numbers(tiny_vit_config):
+    config = copy.deepcopy(tiny_vit_config)
+    config["train"].update(epochs=3, max_steps=None)
+    config["probes"]["memory"] = False
+    uninterrupted = run_trial(config)
+    snapshots = []
+
+    def crash_after_first_epoch(row, kappa, snapshot):
+        snapshots.append(copy.deepcopy(snapshot()))
+        raise SystemExit("worker lost")  # not an Exception: escapes run_trial like a dying process
+
+    with pytest.raises(SystemExit):
+        run_trial(config, on_epoch=crash_after_first_epoch)
+    resumed = run_trial(config, resume_from=snapshots[0])
+    assert resumed["status"] == "ok" and resumed["epochs_run"] == 3
+    assert [r["train_loss"] for r in resumed["epochs"]] == [r["train_loss"] for r in uninterrupted["epochs"]]
+    assert resumed["top1"] == uninterrupted["top1"] and resumed["kappa_mean"] == uninterrupted["kappa_mean"]
+    assert len(resumed["kappa"]) == len(uninterrupted["kappa"])
+    assert resumed["started_at"] == snapshots[0]["record"]["fields"]["started_at"]
 
 
 def test_command_line_prints_the_record(tiny_vit_config, tmp_path, capsys):

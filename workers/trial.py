@@ -51,8 +51,10 @@ log = logging.getLogger("workers.trial")
 
 STATUSES = ("ok", "diverged", "oom", "error", "pruned")
 
-# Called after every epoch with the epoch's row and its κ rows; Ray's adapter reports them to Tune.
-EpochCallback = Callable[[dict, list[dict]], None]
+# Called after every epoch with the epoch's row, its κ rows, and a function that returns the trial's
+# resumable state (model, optimiser, schedule, RNGs, record so far) for a checkpoint. Ray's adapter
+# reports them to Tune; the state is only built if the callback asks for it.
+EpochCallback = Callable[[dict, list[dict], Callable[[], dict]], None]
 
 
 @dataclass
@@ -92,17 +94,24 @@ def run_trial(
     arrays: ArraySplits | None = None,
     on_epoch: EpochCallback | None = None,
     catch: bool = True,
+    resume_from: dict | None = None,
 ) -> dict:
     """Run one trial from a plain ``config`` dict (a :class:`TrialConfig`) and return its record.
 
     ``arrays``: in-memory data the caller already loaded (the sweep shares it through Ray's object
-    store); None loads it here. ``catch=False`` lets exceptions propagate (for pdb).
+    store); None loads it here. ``catch=False`` lets exceptions propagate (for pdb). ``resume_from``:
+    a state an earlier attempt handed to ``on_epoch`` (a checkpoint): training continues after that
+    epoch with the same weights, optimiser, schedule and random streams.
     """
     record = TrialRecord()
     started = time.perf_counter()
     record.fields.update(status="error", error=None, started_at=utc_now())
+    if resume_from is not None:
+        record.fields.update(resume_from["record"]["fields"])
+        record.epochs, record.kappa = list(resume_from["record"]["epochs"]), list(resume_from["record"]["kappa"])
+        started -= resume_from["loop"]["elapsed_s"]  # wall_s counts the earlier attempts' time too
     try:
-        execute(TrialConfig.model_validate(config), arrays, on_epoch, record)
+        execute(TrialConfig.model_validate(config), arrays, on_epoch, record, resume_from, started)
         record.fields["status"] = "ok"
     except Exception as exc:
         if not catch:
@@ -118,7 +127,14 @@ def run_trial(
     return record.as_dict()
 
 
-def execute(cfg: TrialConfig, arrays: ArraySplits | None, on_epoch: EpochCallback | None, record: TrialRecord):
+def execute(
+    cfg: TrialConfig,
+    arrays: ArraySplits | None,
+    on_epoch: EpochCallback | None,
+    record: TrialRecord,
+    resume_from: dict | None = None,
+    started: float | None = None,
+):
     """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
     fields = record.fields
     device = resolve_device(cfg.device)
@@ -149,32 +165,82 @@ def execute(cfg: TrialConfig, arrays: ArraySplits | None, on_epoch: EpochCallbac
         raise ValueError(f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images")
     total_steps = min(cfg.train.epochs * steps_per_epoch, cfg.train.max_steps or 10**12)
     ctx = make_context(model, cfg.train, device, total_steps)
-    train_loop(cfg, spec, ctx, data, on_epoch, record)
+    loop = LoopState(started=started if started is not None else time.perf_counter())
+    generator = torch.Generator().manual_seed(cfg.seed)
+    if resume_from is not None:
+        loop = restore_state(resume_from, ctx, generator, loop.started)
+    train_loop(cfg, spec, ctx, data, on_epoch, record, loop, generator)
     measure_after_training(cfg, ctx, data, record)
 
 
-def train_loop(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, on_epoch, record: TrialRecord):
-    """Epochs until the step budget is spent: train, evaluate, probe κ, report."""
+@dataclass
+class LoopState:
+    """Counters of the training loop that a checkpoint must carry."""
+
+    started: float  # perf_counter at the trial's (virtual) start; not saved
+    epoch: int = 0
+    timed_samples: int = 0
+    timed_s: float = 0.0
+    kappa_s: float = 0.0
+    train_s: float = 0.0
+
+
+def snapshot(ctx: TrainContext, generator: torch.Generator, loop: LoopState, record: TrialRecord) -> dict:
+    """Everything needed to continue this trial after its epoch ``loop.epoch``, as tensors and plain data."""
+    return {
+        "model": ctx.model.state_dict(),
+        "optimizer": ctx.optimizer.state_dict(),
+        "scheduler": ctx.scheduler.state_dict(),
+        "step": ctx.step,
+        "generator": generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "loop": {k: v for k, v in vars(loop).items() if k != "started"}
+        | {"elapsed_s": time.perf_counter() - loop.started},
+        "record": {"fields": dict(record.fields), "epochs": list(record.epochs), "kappa": list(record.kappa)},
+    }
+
+
+def restore_state(state: dict, ctx: TrainContext, generator: torch.Generator, started: float) -> LoopState:
+    ctx.model.load_state_dict(state["model"])
+    ctx.optimizer.load_state_dict(state["optimizer"])
+    ctx.scheduler.load_state_dict(state["scheduler"])
+    ctx.step = state["step"]
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    saved = {k: v for k, v in state["loop"].items() if k != "elapsed_s"}
+    log.info("resuming after epoch %d (step %d)", saved["epoch"], ctx.step)
+    return LoopState(started=started, **saved)
+
+
+def train_loop(
+    cfg: TrialConfig,
+    spec: ModelSpec,
+    ctx: TrainContext,
+    data,
+    on_epoch,
+    record: TrialRecord,
+    loop: LoopState,
+    generator: torch.Generator,
+):
+    """Epochs until the step budget is spent: train, evaluate, probe κ, report (with a resumable state)."""
     fields = record.fields
-    generator = torch.Generator().manual_seed(cfg.seed)
-    timed_samples, timed_s, kappa_s, train_s = 0, 0.0, 0.0, 0.0
     probe_images = data.probe_images(cfg.probes.kappa_samples)
-    epoch = 0
     while ctx.step < ctx.total_steps:
-        epoch += 1
-        warmup_left = cfg.probes.throughput_warmup_steps if epoch == 1 else 0
+        loop.epoch += 1
+        epoch = loop.epoch
+        warmup_left = cfg.probes.throughput_warmup_steps if loop.timed_s == 0 else 0
         epoch_start = time.perf_counter()
         stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
-        train_s += time.perf_counter() - epoch_start
-        timed_samples += stats.timed_samples
-        timed_s += stats.timed_s
+        loop.train_s += time.perf_counter() - epoch_start
+        loop.timed_samples += stats.timed_samples
+        loop.timed_s += stats.timed_s
         scores = evaluate(ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train)
         last_epoch = ctx.step >= ctx.total_steps
         kappa_rows: list[dict] = []
         if last_epoch or (cfg.probes.kappa_every_epochs and epoch % cfg.probes.kappa_every_epochs == 0):
             probe_start = time.perf_counter()
             kappa_rows = [{"epoch": epoch, **row} for row in kappa_per_layer(spec, ctx.model, probe_images)]
-            kappa_s += time.perf_counter() - probe_start
+            loop.kappa_s += time.perf_counter() - probe_start
         row = epoch_row(epoch, stats, scores, kappa_rows, ctx.step)
         record.epochs.append(row)
         record.kappa.extend(kappa_rows)
@@ -184,12 +250,12 @@ def train_loop(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, on_ep
             val_loss=scores["val_loss"],
             epochs_run=epoch,
             steps_run=ctx.step,
-            train_s=train_s,
-            kappa_probe_s=kappa_s,
+            train_s=loop.train_s,
+            kappa_probe_s=loop.kappa_s,
         )
         if kappa_rows:
             fields.update(summarise_kappa(kappa_rows))
-        fields["train_samples_per_s"] = timed_samples / timed_s if timed_s > 0 else None
+        fields["train_samples_per_s"] = loop.timed_samples / loop.timed_s if loop.timed_s > 0 else None
         log.info(
             "epoch %d: loss %.4f  top1 %.2f%%  kappa %s  lr %.2e",
             epoch,
@@ -199,7 +265,7 @@ def train_loop(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, on_ep
             stats.lr,
         )
         if on_epoch is not None:
-            on_epoch(row, kappa_rows)
+            on_epoch(row, kappa_rows, lambda: snapshot(ctx, generator, loop, record))
 
 
 def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict], step: int) -> dict:

@@ -1,0 +1,140 @@
+"""What is missing, and what to run: the basis of resuming a sweep and of scheduled reruns.
+
+A (config, seed) pair is *recorded* when the results hold a row for it whose status is ``ok``,
+``diverged``, ``oom`` or ``pruned``: those outcomes are properties of the configuration and would
+repeat. A row with status ``error`` (a lost worker, a crash) does not count: the pair is run again.
+Running the same selection twice therefore runs nothing the second time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.errors import SweepError
+from sweep.plan import Plan, PlannedConfig
+from sweep.sql import connect
+
+RECORDED_STATUSES = ("ok", "diverged", "oom", "pruned")
+SELECTIONS = ("all", "near-break", "pareto", "top-k")
+
+
+class SweepLocked(SweepError):
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class Missing:
+    config: PlannedConfig
+    seed: int
+
+
+def recorded_pairs(results_dir: Path, space: str) -> set[tuple[str, int]]:
+    """(config_id, seed) pairs of ``space`` already in the results with a recorded outcome."""
+    con = connect(results_dir)
+    statuses = ", ".join(f"'{s}'" for s in RECORDED_STATUSES)
+    rows = con.execute(
+        f"SELECT DISTINCT config_id, seed FROM trials WHERE space = ? AND status IN ({statuses})", [space]
+    ).fetchall()
+    return {(config_id, int(seed)) for config_id, seed in rows}
+
+
+def missing_pairs(plan: Plan, configs: list[PlannedConfig], seeds: list[int], recorded: set) -> list[Missing]:
+    return [Missing(c, s) for c in configs for s in seeds if (c.config_id, s) not in recorded]
+
+
+def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = None) -> list[PlannedConfig]:
+    """The plan's configs chosen by ``how``; the baseline is always included (every verdict needs it).
+
+    - ``all``: every config of the space;
+    - ``near-break``: the configs on either side of each edge the analysis views found (the last one that
+      holds and the first one that breaks, along depth and along head_dim);
+    - ``pareto``: the configs on the accuracy/params Pareto front;
+    - ``top-k``: the K configs with the best mean top-1 so far.
+    """
+    if how == "all":
+        return list(plan.configs)
+    con = connect(results_dir)
+    by_shape = {(c.shape.depth, c.shape.num_heads, c.shape.head_dim, c.shape.embed_dim, c.shape.mlp_dim): c
+                for c in plan.configs}  # fmt: skip
+    shape = "depth, num_heads, head_dim, embed_dim, mlp_dim"
+    if how == "near-break":
+        sql = f"""
+            SELECT {shape} FROM depth_edge e JOIN configs c USING (space, num_heads, head_dim, embed_dim, mlp_dim)
+            WHERE space = $1 AND depth IN (e.holds_down_to_depth, e.breaks_at_depth)
+            UNION
+            SELECT {shape} FROM head_dim_edge e JOIN configs c USING (space, depth, embed_dim, mlp_dim)
+            WHERE space = $1 AND c.attn_dim = c.embed_dim
+              AND head_dim IN (e.holds_down_to_head_dim, e.breaks_at_head_dim)"""
+    elif how == "pareto":
+        sql = f"SELECT {shape} FROM pareto WHERE space = $1"
+    elif how == "top-k":
+        if not top_k or top_k < 1:
+            raise SweepError("--select top-k needs --top-k K with K >= 1")
+        sql = f"SELECT {shape} FROM configs WHERE space = $1 AND n_seeds > 0 ORDER BY top1_mean DESC LIMIT {top_k}"
+    else:
+        raise SweepError(f"--select must be one of {', '.join(SELECTIONS)}, got {how!r}")
+    shapes = {tuple(row) for row in con.execute(sql, [plan.space_name]).fetchall()}
+    chosen = [by_shape[s] for s in shapes if s in by_shape]
+    if plan.baseline not in chosen:
+        chosen.append(plan.baseline)
+    return sorted(chosen, key=lambda c: (c.shape.depth, c.shape.num_heads, c.shape.head_dim, c.shape.mlp_dim))
+
+
+def describe(missing: list[Missing], total: int) -> str:
+    if not missing:
+        return f"nothing missing: all {total} (config, seed) pairs are recorded"
+    lines = [f"{len(missing)} of {total} (config, seed) pairs missing; running them:"]
+    by_config: dict[str, list[int]] = {}
+    for item in missing:
+        by_config.setdefault(item.config.config_id, []).append(item.seed)
+    configs = {m.config.config_id: m.config for m in missing}
+    for config_id, seeds in by_config.items():
+        shape = configs[config_id].shape
+        lines.append(
+            f"  {config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"mlp {shape.mlp_dim:<5} seeds {seeds}"
+        )
+    return "\n".join(lines)
+
+
+# --- one sweep per space and results folder at a time -----------------------------------------------------
+
+
+@contextmanager
+def sweep_lock(results_dir: Path, space: str, wait: bool):
+    """Hold an exclusive lock on ``results/.locks/SPACE.lock`` for the duration of a sweep or rerun.
+
+    A second one on the same space and results folder fails at once with who holds it (or, with
+    ``wait``, blocks until it is free). The lock is the kernel's (``flock``), so it is released when
+    its holder exits, even if it was killed.
+    """
+    lock_dir = Path(results_dir) / ".locks"
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        handle = (lock_dir / f"{space}.lock").open("a+")
+    except OSError as exc:
+        raise SweepError(f"cannot create the lock under {lock_dir}: {exc}; is the results folder writable?") from exc
+    try:
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.flock(handle, flags)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise SweepLocked(
+                f"another sweep of {space!r} is writing to {results_dir} ({holder}); wait for it to finish, "
+                "or pass --wait to queue behind it"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()

@@ -51,13 +51,16 @@ def describe_verdict(row: dict) -> str:
 
 def edge_sentence(label: str, axis: str, held, broke, tried: list, rows: list[dict]) -> str:
     """One line: the conclusion along one axis for one group, then every point tried with its verdict."""
-    if held is None:
-        conclusion = f"not even the baseline's {axis} holds"
+    top = max(rows, key=lambda r: r[axis]) if rows else None
+    if held is None and top is not None and top["verdict"] == "breaks":
+        conclusion = f"breaks already at {axis} {top[axis]}"
+    elif held is None:
+        conclusion = f"no {axis} tried is confidently within the tolerance"
     elif held == min(tried):
         conclusion = f"holds down to {axis} {held}, the smallest tried: nothing broke in this range"
     else:
         conclusion = f"holds down to {axis} {held}"
-    if broke is not None:
+    if broke is not None and not (held is None and top is not None and broke == top[axis]):
         conclusion += f"; breaks at {axis} {broke}"
     elif held is not None and held != min(tried):
         conclusion += f"; below {held} inconclusive (more seeds would settle it)"

@@ -306,33 +306,33 @@ def cmd_kappa_theory(args) -> int:
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
+def add_launch_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by the commands that launch trials (run, rerun)."""
+    parser.add_argument("space", nargs="?", default=DEFAULT_SPACE)
+    parser.add_argument("--profile")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
+    parser.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sweep", description="Heads-for-depth sweeps: plan, run, query.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a search space's sweep on local Ray or $RAY_ADDRESS")
-    run.add_argument("space", nargs="?", default=DEFAULT_SPACE)
-    run.add_argument("--profile")
+    add_launch_options(run)
     run.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
-    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    run.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
-    run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument("--fresh", action="store_true", help="run every trial, even those already recorded")
-    run.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     run.set_defaults(func=cmd_run)
 
     rerun = sub.add_parser("rerun", help="run exactly the (config, seed) pairs missing for a selection")
-    rerun.add_argument("space", nargs="?", default=DEFAULT_SPACE)
+    add_launch_options(rerun)
     rerun.add_argument("--seeds", type=int, required=True, help="seeds wanted per config: 0 … N-1")
     rerun.add_argument("--select", choices=SELECTIONS, default="all")
     rerun.add_argument("--top-k", type=int, help="K for --select top-k")
-    rerun.add_argument("--profile")
-    rerun.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    rerun.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
-    rerun.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
-    rerun.add_argument("--quiet", action="store_true", help="no progress line")
     rerun.set_defaults(func=cmd_rerun)
 
     plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")

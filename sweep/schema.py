@@ -66,13 +66,18 @@ TRIALS = pa.schema([
     ("trial_config", pa.string()),  # the worker config as JSON: enough to rerun the trial by hand
 ])  # fmt: skip
 
-EPOCHS = pa.schema([
+# The columns that tie an epochs or kappa row to its trial.
+TRIAL_KEY = [
     ("schema_version", pa.int32()),
     ("space", pa.string()),
     ("sweep_id", pa.string()),
     ("trial_id", pa.string()),
     ("config_id", pa.string()),
     ("seed", pa.int64()),
+]
+
+EPOCHS = pa.schema([
+    *TRIAL_KEY,
     ("epoch", pa.int32()),
     ("step", pa.int64()),
     ("train_loss", pa.float64()),
@@ -85,12 +90,7 @@ EPOCHS = pa.schema([
 ])  # fmt: skip
 
 KAPPA = pa.schema([
-    ("schema_version", pa.int32()),
-    ("space", pa.string()),
-    ("sweep_id", pa.string()),
-    ("trial_id", pa.string()),
-    ("config_id", pa.string()),
-    ("seed", pa.int64()),
+    *TRIAL_KEY,
     ("epoch", pa.int32()),
     ("layer", pa.int32()),
     ("layer_name", pa.string()),

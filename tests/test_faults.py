@@ -149,30 +149,27 @@ def local_ray():
     ray.shutdown()
 
 
-def test_full_results_folder_stops_the_sweep_and_keeps_what_was_written(tmp_path, local_ray, monkeypatch):
+def test_full_results_folder_is_a_clear_error_and_keeps_what_was_written(tmp_path, monkeypatch):
+    """The sink (Tune calls it on the driver) fails loudly when the disk is full; earlier rows stay."""
     import sweep.sink
+    from tests.test_sink_and_sql import fake_trial, record
 
-    path = write_space(tmp_path, seeds="[0, 1]", epochs=1)
-    plan, expected = planned_pairs(path)
     results = tmp_path / "results"
-    real_write, writes = sweep.sink.write_atomic, []
+    sink = sweep.sink.ParquetSink(results, "s")
+    first, second = fake_trial("t1"), fake_trial("t2", seed=1)
+    sink.on_trial_result(0, [], first, {"record": record()})
+    sink.on_trial_complete(0, [], first)
+    written = sorted(results.rglob("*.parquet"))
 
-    def write_until_full(table, target):
-        if len(writes) >= 6:  # two trials' three files, then the disk is full
-            raise OSError(28, "No space left on device")
-        writes.append(target)
-        real_write(table, target)
+    def disk_full(table, target):
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sweep.sink, "write_atomic", write_until_full)
-    with pytest.raises(Exception) as info:
-        run_sweep(plan, results, str(path), progress=False)
-    assert "No space left on device" in str(info.value) and "Rows already written are intact" in str(info.value)
-    kept = recorded(results)
-    assert len(kept) == 2 and all(target.exists() for target in writes)
-    monkeypatch.setattr(sweep.sink, "write_atomic", real_write)
-    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0  # space freed: it completes
-    assert_exactly(results, expected)
-    assert isinstance(info.value, (ResultsError, tune.TuneError, RuntimeError))
+    monkeypatch.setattr(sweep.sink, "write_atomic", disk_full)
+    sink.on_trial_result(0, [], second, {"record": record()})
+    with pytest.raises(ResultsError, match=r"No space left on device.*Rows already written are intact"):
+        sink.on_trial_complete(0, [], second)
+    assert sorted(results.rglob("*.parquet")) == written and len(written) == 3
+    assert [row[2] for row in recorded(results, "unit")] == ["ok"]
 
 
 class KillWorkerOnce(tune.Callback):

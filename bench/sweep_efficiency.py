@@ -8,7 +8,7 @@ Ray's start-up included. Slots = CPUs given to Ray ÷ CPUs per trial. Target ≥
 about 20 s each on a 2-core machine. Everything lost is orchestration: actor start-up, the object-store
 fetch of the data, Tune's bookkeeping and the driver-side Parquet writes.
 
-    .venv/bin/python bench/sweep_efficiency.py [--trials-per-seed 4] [--seeds 2] [--epochs 10] [--cpus 2]
+    .venv/bin/python bench/sweep_efficiency.py [--configs 4] [--seeds 2] [--epochs 30] [--cpus 2]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=4, help="depths 1..N (one config each)")
     parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=30, help="30: trials of about 20 s on 2 cores")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs given to the local Ray")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()

@@ -40,9 +40,9 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
+from common import add_trial_options, trial_config
 from torch import nn
 
 import workers.trial
@@ -54,29 +54,8 @@ from workers.train import autocast_for, resolve_device, seed_everything, synchro
 TARGET = 0.95
 
 
-def trial_config(args: argparse.Namespace) -> dict:
-    """A trial config like tests/conftest.py's tiny_vit_config, at the benchmark's model size."""
-    return {
-        "model": {
-            "family": "vit",
-            "depth": args.depth,
-            "num_heads": args.num_heads,
-            "embed_dim": args.embed_dim,
-            "mlp_dim": args.mlp_dim,
-            "patch_size": args.patch_size,
-        },
-        "data": {"name": "digits"},
-        "train": {
-            "epochs": args.epochs,
-            "batch_size": args.batch_size,
-            "amp_bf16": not args.no_amp,
-            "deterministic": not args.nondeterministic,
-        },
-        "probes": {},  # the defaults: κ every epoch, so the real trial path is measured
-        "seed": args.seed,
-        "device": args.device,
-        "threads": args.threads,
-    }
+def harness_trial_config(args: argparse.Namespace) -> dict:
+    return trial_config(args, amp_bf16=not args.no_amp, deterministic=not args.nondeterministic)
 
 
 class BareLoop:
@@ -202,8 +181,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Training throughput through workers.trial.run_trial vs. a bare PyTorch loop "
         f"(same model, batch, device, data), interleaved. Target: ratio >= {TARGET}."
     )
-    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:N")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads, the same for both")
     parser.add_argument("--rounds", type=int, default=3, help="trial/bare rounds")
     parser.add_argument(
         "--interleave",
@@ -215,28 +192,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--epochs", type=int, default=30, help="epochs per trial (digits: 22 steps each; 30 is the default config)"
     )
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--embed-dim", type=int, default=64)
-    parser.add_argument("--mlp-dim", type=int, default=128)
-    parser.add_argument("--patch-size", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA (both sides)")
     parser.add_argument(
         "--nondeterministic",
         action="store_true",
         help="train.deterministic=false on both sides (the default config asks for deterministic kernels)",
     )
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this path")
-    parser.add_argument("--verbose", action="store_true", help="the trial's per-epoch log lines")
+    add_trial_options(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    config = trial_config(args)
+    config = harness_trial_config(args)
     device = resolve_device(args.device)
     arrays = load_arrays(DataSpec(name="digits"))
     warmup_steps = ProbeSpec().throughput_warmup_steps

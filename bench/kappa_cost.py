@@ -27,9 +27,9 @@ import logging
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
+from common import add_trial_options, trial_config
 
 from workers.config import DataSpec, ModelSpec, ProbeSpec
 from workers.data import TensorBatches, load_arrays
@@ -39,26 +39,6 @@ from workers.train import resolve_device, seed_everything, synchronize
 from workers.trial import run_trial, spec_for_data
 
 TARGET = 0.05
-
-
-def trial_config(args: argparse.Namespace) -> dict:
-    """A trial config like tests/conftest.py's tiny_vit_config, with the default probe settings."""
-    return {
-        "model": {
-            "family": "vit",
-            "depth": args.depth,
-            "num_heads": args.num_heads,
-            "embed_dim": args.embed_dim,
-            "mlp_dim": args.mlp_dim,
-            "patch_size": args.patch_size,
-        },
-        "data": {"name": "digits"},
-        "train": {"epochs": args.epochs, "batch_size": args.batch_size},
-        "probes": {},  # defaults: κ every epoch on 16 fixed validation images
-        "seed": args.seed,
-        "device": args.device,
-        "threads": args.threads,
-    }
 
 
 def kappa_call_ms(config: dict, arrays, calls: int) -> tuple[float, int, int]:
@@ -89,20 +69,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="κ probe cost as a share of trial time, default probe settings. "
         f"Target: <= {TARGET:.0%} of the trial's wall time."
     )
-    parser.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:N")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--trials", type=int, default=3, help="trials run; medians are reported")
     parser.add_argument("--epochs", type=int, default=10, help="epochs per trial (digits: 22 steps each)")
     parser.add_argument("--calls", type=int, default=20, help="direct kappa_per_layer calls timed")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--embed-dim", type=int, default=64)
-    parser.add_argument("--mlp-dim", type=int, default=128)
-    parser.add_argument("--patch-size", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this path")
-    parser.add_argument("--verbose", action="store_true", help="the trial's per-epoch log lines")
+    add_trial_options(parser)
     return parser.parse_args(argv)
 
 

@@ -57,13 +57,14 @@ def parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
-def load_plan(args, check_data=None) -> Plan:
+def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
+    """The plan for ``args.space``; ``seeds`` (else ``--seeds`` as text) overrides the space's seeds."""
     name, space, profile = load_space(args.space, args.profile)
     if getattr(args, "data_root", None):
         space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
     if check_data is not None:
         check_data(space, args.space)  # before planning: a missing data set fails in seconds
-    return make_plan(name, space, profile, parse_seeds(getattr(args, "seeds", None)))
+    return make_plan(name, space, profile, seeds or parse_seeds(getattr(args, "seeds", None)))
 
 
 # --- commands ---------------------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def cmd_run(args) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         if plan.space.search.kind == "grid" and not args.fresh:
             recorded = recorded_pairs(args.results, plan.space_name)
-            missing = missing_pairs(plan, plan.configs, plan.seeds, recorded)
+            missing = missing_pairs(plan.configs, plan.seeds, recorded)
             total = len(plan.configs) * len(plan.seeds)
             if len(missing) < total:
                 print(
@@ -94,11 +95,12 @@ def cmd_run(args) -> int:
 def cmd_rerun(args) -> int:
     from sweep.tuner import check_data
 
-    args.seeds = str(args.seeds)
-    plan = load_plan(args, check_data)
+    if args.seeds < 1:
+        raise SweepError(f"--seeds must be at least 1, got {args.seeds}")
+    plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
     with sweep_lock(args.results, plan.space_name, args.wait):
         configs = select_configs(plan, args.results, args.select, args.top_k)
-        missing = missing_pairs(plan, configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
+        missing = missing_pairs(configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
         print(
             f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
             file=sys.stderr,

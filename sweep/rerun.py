@@ -44,7 +44,8 @@ def recorded_pairs(results_dir: Path, space: str) -> set[tuple[str, int]]:
     return {(config_id, int(seed)) for config_id, seed in rows}
 
 
-def missing_pairs(plan: Plan, configs: list[PlannedConfig], seeds: list[int], recorded: set) -> list[Missing]:
+def missing_pairs(configs: list[PlannedConfig], seeds: list[int], recorded: set) -> list[Missing]:
+    """Every (config, seed) of ``configs`` × ``seeds`` not in ``recorded``, in plan order."""
     return [Missing(c, s) for c in configs for s in seeds if (c.config_id, s) not in recorded]
 
 

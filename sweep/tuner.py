@@ -22,8 +22,7 @@ from sweep.plan import SHAPE_KEYS, Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Space
-from workers.config import DataSpec
-from workers.data import DataNotFoundError, load_arrays, resolve_root
+from workers.data import DataNotFoundError, load_arrays, require_local_data
 from workers.trial import run_trial
 
 log = logging.getLogger("sweep.tuner")
@@ -197,15 +196,8 @@ def init_ray(num_cpus: int | None = None) -> str:
 
 def check_data(space: Space, space_ref: str) -> None:
     """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
-    data: DataSpec = space.data
-    if data.name == "digits":
-        return
     try:
-        root = resolve_root(data, "IMAGENET_ROOT" if data.name == "imagefolder" else "CIFAR_ROOT")
-        needed = [root / "train", root / "val"] if data.name == "imagefolder" else [root]
-        missing = [str(path) for path in needed if not path.is_dir()]
-        if missing:
-            raise DataNotFoundError(f"{data.name}: {', '.join(missing)} does not exist")
+        require_local_data(space.data)
     except DataNotFoundError as exc:
         smoke = "smoke" if "smoke" in space.profiles else None
         hint = (

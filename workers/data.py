@@ -116,10 +116,24 @@ def read_cifar_batches(paths: list[Path], label_key: bytes) -> tuple[np.ndarray,
     return np.concatenate(images), np.concatenate(labels)
 
 
-def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
-    """CIFAR-10/100 in torchvision's on-disk layout (``cifar-10-batches-py`` / ``cifar-100-python``)."""
+def require_local_data(spec: DataSpec) -> Path | None:
+    """The data set's root once every file or folder it needs is there (None for the embedded digits);
+    otherwise a :class:`DataNotFoundError` naming the path and how to point elsewhere. Reads nothing,
+    so the driver can check in seconds before anything starts."""
+    if spec.name == "digits":
+        return None
+    if spec.name == "imagefolder":
+        root = resolve_root(spec, IMAGENET_ROOT_ENV)
+        for split in ("train", "val"):
+            if not (root / split).is_dir():
+                raise DataNotFoundError(
+                    f"imagefolder: expected class folders under {root / split}, which does not exist. "
+                    f"Point `data.root` / ${IMAGENET_ROOT_ENV} at a folder holding train/ and val/. "
+                    "Nothing is downloaded."
+                )
+        return root
     root = resolve_root(spec, CIFAR_ROOT_ENV)
-    folder, train_files, test_file, label_key, classes = CIFAR_LAYOUT[spec.name]
+    folder, train_files, test_file, _, _ = CIFAR_LAYOUT[spec.name]
     missing = [name for name in [*train_files, test_file] if not (root / folder / name).is_file()]
     if missing:
         raise DataNotFoundError(
@@ -128,6 +142,13 @@ def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
             f"or point `data.root` / ${CIFAR_ROOT_ENV} at the folder that holds {folder}/. "
             "Nothing is downloaded."
         )
+    return root
+
+
+def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
+    """CIFAR-10/100 in torchvision's on-disk layout (``cifar-10-batches-py`` / ``cifar-100-python``)."""
+    root = require_local_data(spec)
+    folder, train_files, test_file, label_key, classes = CIFAR_LAYOUT[spec.name]
     x_train, y_train = read_cifar_batches([root / folder / name for name in train_files], label_key)
     x_val, y_val = read_cifar_batches([root / folder / test_file], label_key)
     return ArraySplits(spec.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True)
@@ -249,14 +270,7 @@ class FolderBatches:
         from timm.data import create_transform
         from torchvision.datasets import ImageFolder
 
-        root = resolve_root(spec, IMAGENET_ROOT_ENV)
-        for split in ("train", "val"):
-            if not (root / split).is_dir():
-                raise DataNotFoundError(
-                    f"imagefolder: expected class folders under {root / split}, which does not exist. "
-                    f"Point `data.root` / ${IMAGENET_ROOT_ENV} at a folder holding train/ and val/. "
-                    "Nothing is downloaded."
-                )
+        root = require_local_data(spec)
         self.img_size = spec.img_size or 224
         self.device = device
         self.spec = spec

@@ -203,6 +203,29 @@ def test_killed_worker_resumes_from_its_checkpoint(tmp_path, local_ray):
 CLUSTER = {}  # the test's Cluster, outside the callback: Tune pickles callbacks, and a Cluster holds locks
 
 
+@ray.remote(num_cpus=1)
+def import_the_trial_code() -> str:
+    import sweep.tuner  # noqa: F401  (torch, timm, Tune: the seconds an actor spends before its first epoch)
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def warm_every_node() -> None:
+    """Leave an idle worker process with the trial code imported on each node.
+
+    Ray starts an actor in an idle pooled worker when one exists, so both nodes' first actors come up in about
+    the same time; otherwise a fast node can finish every short trial while the other is still importing torch.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    pinned = [
+        import_the_trial_code.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for node in nodes
+    ]
+    assert sorted(ray.get(pinned)) == sorted(nodes)
+
+
 class NodeWatcher(tune.Callback):
     """Records which node each trial ran on, and removes the worker node once a trial there has reported."""
 
@@ -223,9 +246,11 @@ def test_trials_run_on_two_nodes_and_losing_one_loses_no_row(tmp_path):
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     worker = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
     CLUSTER.update(cluster=cluster, worker=worker)
     ray.init(address=cluster.address, log_to_driver=False)
     try:
+        warm_every_node()
         path = write_space(tmp_path, seeds="[0, 1]", epochs=3)
         plan, expected = planned_pairs(path)
         results = tmp_path / "results"

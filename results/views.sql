@@ -207,25 +207,28 @@ ORDER BY space, params;
 
 -- kappa_vs_heads: κ at each trial's last probed epoch, per layer and averaged over layers, by heads and
 -- head_dim (and attention width, which separates the two arms of the width control), with top-1.
+-- Rows with layer NULL are averages: over the layers of one attention kind (attention set: TNT's inner
+-- and outer, DaViT's window and channel, VOLO's outlook and self) and over every layer (attention NULL).
 CREATE OR REPLACE VIEW kappa_vs_heads AS
 WITH last_probe AS (
     SELECT k.*, max(k.epoch) OVER (PARTITION BY k.trial_id) AS last_epoch FROM kappa k
 ),
 final_kappa AS (
     SELECT t.space, t.config_id, t.depth, t.num_heads, t.head_dim, t.embed_dim, t.attn_dim, t.head_dim_rule,
-           t.seed, t.top1, l.layer, l.kappa, l.kappa_max
+           t.seed, t.top1, l.attention, l.layer, l.kappa, l.kappa_max
     FROM last_probe l JOIN trials t USING (trial_id)
     WHERE l.epoch = l.last_epoch AND t.status = 'ok'
 )
 SELECT space, depth, num_heads, head_dim, embed_dim, attn_dim,
        any_value(head_dim_rule) AS head_dim_rule,
-       layer, count(DISTINCT seed) AS n_seeds,
+       attention, layer, count(DISTINCT seed) AS n_seeds,
        median(kappa) AS kappa_median, avg(kappa) AS kappa_mean, max(kappa_max) AS kappa_max,
        avg(top1) AS top1_mean
 FROM final_kappa
-GROUP BY GROUPING SETS ((space, depth, num_heads, head_dim, embed_dim, attn_dim, layer),
+GROUP BY GROUPING SETS ((space, depth, num_heads, head_dim, embed_dim, attn_dim, attention, layer),
+                        (space, depth, num_heads, head_dim, embed_dim, attn_dim, attention),
                         (space, depth, num_heads, head_dim, embed_dim, attn_dim))
-ORDER BY space, depth, num_heads, head_dim, attn_dim, layer NULLS LAST;
+ORDER BY space, depth, num_heads, head_dim, attn_dim, attention NULLS LAST, layer NULLS LAST;
 
 -- infeasible: per space, the share of trials that did not finish, by cause.
 CREATE OR REPLACE VIEW infeasible AS

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from sweep.errors import SweepError
-from sweep.plan import Plan, make_plan
+from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
 from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_spaces
 from sweep.sql import render, run_query
@@ -158,6 +158,20 @@ def human(count: int) -> str:
     return str(count)
 
 
+def print_published(plan: Plan) -> None:
+    """The paper's rows beside the planned counts, and why they differ where the space file says so."""
+    for row in compare_published(plan):
+        shape = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
+        head = f"published {row['label']} ({shape}): {row['published_params_m']:.1f}M"
+        if row["planned_params_m"] is None:
+            print(f"{head}; not in this profile's grid")
+            continue
+        verdict = "reproduced" if row["reproduced"] else "NOT reproduced"
+        print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
+        if row["mismatch"]:
+            print(f"  why: {' '.join(row['mismatch'].split())}")
+
+
 def cmd_plan(args) -> int:
     plan = load_plan(args)
     rows = plan_rows(plan)
@@ -173,6 +187,7 @@ def cmd_plan(args) -> int:
                     "seeds": plan.seeds,
                     "trials": rows,
                     "removed": removed,
+                    "published": compare_published(plan),
                 },
                 indent=2,
             )
@@ -189,6 +204,7 @@ def cmd_plan(args) -> int:
         f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
         f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
     )
+    print_published(plan)
     if search.kind == "grid":
         print(
             f"grid: {len(rows)} configs × {len(plan.seeds)} seeds {plan.seeds} = {len(rows) * len(plan.seeds)} trials"

@@ -14,11 +14,14 @@ from functools import lru_cache
 from sweep.errors import ConfigIssue
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from workers.config import DataSpec, ModelSpec
-from workers.models import build_on_meta
+from workers.models import build_on_meta, get_family
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.params import count_params
 
 SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
+# Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
+# does not change because other families exist.
+FAMILY_KEYS = ("stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads")
 
 # Input shape and classes of each data set, known without reading it (planning must not need the data).
 DATA_SHAPES = {
@@ -168,11 +171,12 @@ def model_fields(space: Space, shape: Shape) -> dict:
         "img_size": img_size,
         "in_chans": in_chans,
         "num_classes": classes,
+        **{k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None},
     }
 
 
 def freeze(fields: dict) -> tuple:
-    return tuple(sorted(fields.items()))
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in fields.items()))
 
 
 @lru_cache(maxsize=4096)
@@ -249,6 +253,33 @@ def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[in
     return Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
 
 
+PUBLISHED_TOLERANCE = 0.01  # a planned count within 1% of the published one reproduces it
+
+
+def compare_published(plan: Plan) -> list[dict]:
+    """Each published row of the space beside the planned config with its shape (None when this
+    profile's grid does not hold it): planned and published params, and the relative difference."""
+    rows = []
+    for published in plan.space.published:
+        config = next(
+            (c for c in plan.configs if all(getattr(c.shape, k) == v for k, v in published.shape.items())), None
+        )
+        planned_m = config.params / 1e6 if config else None
+        diff = (planned_m / published.params_m - 1) if config else None
+        rows.append(
+            {
+                "label": published.label,
+                "shape": dict(published.shape),
+                "published_params_m": published.params_m,
+                "planned_params_m": planned_m,
+                "difference": diff,
+                "reproduced": diff is not None and abs(diff) <= PUBLISHED_TOLERANCE,
+                "mismatch": published.mismatch,
+            }
+        )
+    return rows
+
+
 def resolve_baseline(space: Space, shapes: list[Shape]) -> tuple | None:
     """The key of the shape matching every value the baseline names, or None."""
     wanted = dict(space.baseline)
@@ -295,6 +326,10 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     for key in space.baseline:
         if key not in AXIS_NAMES:
             add(f"baseline.{key}", f"baseline keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+    for index, published in enumerate(space.published):
+        for key in published.shape:
+            if key not in AXIS_NAMES:
+                add(f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
     img_size = data_shape(space.data)[0]
     if img_size % space.model.patch_size:
         add(
@@ -347,9 +382,30 @@ def search_issues(space: Space, file: str) -> list[ConfigIssue]:
     return issues
 
 
+def family_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIssue]:
+    """What the model family cannot build, over every shape, each (key path, rule) reported once."""
+    family = get_family(space.model.family)
+    found: dict[tuple, ConfigIssue] = {}
+    for shape in shapes:
+        try:
+            spec = ModelSpec(**model_fields(space, shape))
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            reason = str(exc).splitlines()[-1]
+            issue = ConfigIssue(file, "model", "the model fields must agree", shape.as_dict(), reason)
+            found.setdefault(("model", issue.rule), issue)
+            continue
+        for problem in family.problems(spec):
+            path = f"model.{problem.field}"
+            found.setdefault((path, problem.rule), ConfigIssue(file, path, problem.rule, problem.value, problem.fix))
+    return list(found.values())
+
+
 def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
-    """The space must leave at least one shape, and the baseline must be one of them."""
+    """The family can build every shape, at least one shape is left, and the baseline is one of them."""
     shapes, removed = enumerate_shapes(space)
+    problems = family_issues(space, shapes, file)
+    if problems:
+        return problems
     if not shapes:
         reasons = sorted({r.reason.split(" ")[0] for r in removed})
         return [

@@ -194,7 +194,7 @@ def plot_delta_heatmap(rows: list[dict], path: Path, tolerance: float) -> None:
 
 def plot_kappa(rows: list[dict], path: Path) -> None:
     """κ (mean over layers, last probe) against heads, and against head_dim, one line per depth and arm."""
-    model_level = [r for r in rows if r["layer"] is None]
+    model_level = [r for r in rows if r["layer"] is None and r["attention"] is None]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     groups: dict[tuple, list[dict]] = {}
     for row in model_level:
@@ -332,7 +332,7 @@ def render_markdown(
         parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
         parts.append(
             markdown_table(
-                [r for r in kappa if r["layer"] is None],
+                [r for r in kappa if r["layer"] is None and r["attention"] is None],
                 ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "top1_mean"],
             )
         )

@@ -94,6 +94,7 @@ KAPPA = pa.schema([
     ("epoch", pa.int32()),
     ("layer", pa.int32()),
     ("layer_name", pa.string()),
+    ("attention", pa.string()),  # the kind of attention: self, xca, inner, outer, window, channel, outlook
     ("kappa", pa.float64()),  # median over probe images
     ("kappa_max", pa.float64()),  # max over probe images
 ])  # fmt: skip

@@ -105,6 +105,14 @@ class ModelFixed(Strict):
     patch_size: PositiveInt = 16
     qkv_bias: bool = True
     drop_path_rate: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # Family-specific (see workers/families/): the stages of DaViT and VOLO, whose swept stage the axes
+    # vary, and TNT's inner transformer. A family that does not take one of these reports it.
+    stage_depths: list[PositiveInt] | None = None
+    stage_heads: list[PositiveInt] | None = None
+    stage_dims: list[PositiveInt] | None = None
+    swept_stage: PositiveInt | None = None
+    inner_dim: PositiveInt | None = None
+    inner_heads: PositiveInt | None = None
 
 
 class Constraints(Strict):
@@ -164,6 +172,21 @@ class Analysis(Strict):
     tolerance_top1: float = Field(default=0.5, gt=0.0)
 
 
+class Published(Strict):
+    """A configuration from the paper's tables, to set beside the plan's own count (``sweep plan``).
+
+    ``shape``: the axis values that pick it out of the grid. ``params_m``: the published parameter count in
+    millions (ImageNet shape: 224 px, 1000 classes). ``mismatch``: when no reading of the published row
+    reproduces that count within 1%, why; left empty, the count must match (a test holds both to it).
+    """
+
+    label: str = Field(min_length=1)
+    shape: dict[str, PositiveInt]
+    params_m: float = Field(gt=0.0)
+    top1: float | None = None
+    mismatch: str | None = None
+
+
 class Profile(Strict):
     """A named budget: overrides merged over the space (nested keys merge; lists replace)."""
 
@@ -180,6 +203,7 @@ class Profile(Strict):
     scheduler: dict[str, Any] | None = None
     resources: dict[str, Any] | None = None
     analysis: dict[str, Any] | None = None
+    published: list[Any] | None = None
 
 
 class Space(Strict):
@@ -200,6 +224,7 @@ class Space(Strict):
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
     analysis: Analysis = Analysis()
+    published: list[Published] = []
     profiles: dict[str, Profile] = {}
     default_profile: str | None = None
 

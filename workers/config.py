@@ -7,7 +7,7 @@ Every model rejects unknown keys.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,10 +18,24 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+PositiveInt = Annotated[int, Field(ge=1)]
+StageList = Annotated[tuple[PositiveInt, ...], Field(min_length=1)]
+
+
 class ModelSpec(StrictModel):
     """Shape of one transformer. ``head_dim`` None means ``embed_dim / num_heads`` (must divide).
 
     ``mlp_dim`` is the absolute hidden width of each block's MLP (ViT-B: 3072), not a ratio.
+
+    Hierarchical families (DaViT, VOLO) have stages: ``stage_depths``, ``stage_heads`` and ``stage_dims``
+    give every stage, and ``swept_stage`` (1-based) names the one that ``depth``, ``num_heads``,
+    ``embed_dim`` and ``mlp_dim`` describe: those four replace the swept stage's entries, so a space's axes
+    vary that stage while the lists hold the others. timm takes one MLP ratio for all stages, so every
+    stage's MLP is ``mlp_dim / embed_dim`` times its width.
+
+    TNT's inner (pixel-level) transformer: ``inner_dim`` (default ``embed_dim // 16``) and ``inner_heads``
+    (default 4), as timm's tnt_s/tnt_b. Which fields a family accepts is checked by the family
+    (``workers.families``); a field it cannot take is an error, never ignored.
     """
 
     family: str = "vit"
@@ -36,6 +50,12 @@ class ModelSpec(StrictModel):
     num_classes: int = Field(default=1000, ge=1)
     qkv_bias: bool = True
     drop_path_rate: float = Field(default=0.0, ge=0.0, lt=1.0)
+    stage_depths: StageList | None = None
+    stage_heads: StageList | None = None
+    stage_dims: StageList | None = None
+    swept_stage: int | None = Field(default=None, ge=1)
+    inner_dim: int | None = Field(default=None, ge=1)
+    inner_heads: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelSpec:
@@ -51,6 +71,24 @@ class ModelSpec(StrictModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _stages_agree(self) -> ModelSpec:
+        lists = {name: getattr(self, name) for name in ("stage_depths", "stage_heads", "stage_dims")}
+        given = {name: len(value) for name, value in lists.items() if value is not None}
+        if not given and self.swept_stage is None:
+            return self
+        if len(given) < 3 or self.swept_stage is None:
+            missing = [name for name in (*lists, "swept_stage") if getattr(self, name) is None]
+            raise ValueError(f"stages need stage_depths, stage_heads, stage_dims and swept_stage; missing {missing}")
+        if len(set(given.values())) != 1:
+            raise ValueError(f"stage_depths, stage_heads and stage_dims must have one entry per stage, got {given}")
+        if self.swept_stage > len(self.stage_depths):
+            raise ValueError(
+                f"`swept_stage <= number of stages` must hold, but got "
+                f"(swept_stage={self.swept_stage}, stages={len(self.stage_depths)})"
+            )
+        return self
+
     @property
     def resolved_head_dim(self) -> int:
         return self.head_dim if self.head_dim is not None else self.embed_dim // self.num_heads
@@ -62,8 +100,16 @@ class ModelSpec(StrictModel):
 
     @property
     def num_tokens(self) -> int:
-        """Tokens per image seen by attention: patches plus the class token."""
+        """Tokens per image seen by a ViT's attention: patches plus the class token."""
         return (self.img_size // self.patch_size) ** 2 + 1
+
+    def stages(self) -> list[tuple[int, int, int]]:
+        """(depth, num_heads, width) of every stage, the swept stage's taken from depth/num_heads/embed_dim."""
+        if self.swept_stage is None:
+            return [(self.depth, self.num_heads, self.embed_dim)]
+        stages = list(zip(self.stage_depths, self.stage_heads, self.stage_dims, strict=True))
+        stages[self.swept_stage - 1] = (self.depth, self.num_heads, self.embed_dim)
+        return stages
 
 
 class DataSpec(StrictModel):

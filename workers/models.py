@@ -1,42 +1,39 @@
-"""Model families built on timm, and named variants as data.
+"""The model-family registry, and named variants as data.
 
-A *family* knows how to turn a :class:`~workers.config.ModelSpec` into a ``torch.nn.Module`` and where
-its attention layers are (for the κ probe). A *variant* is a named shape (``vit_base_patch16_224``) stored
-as a plain dict, so search spaces can start from it and tests can compare it with timm's own model.
+A *family* (``workers/families/<name>.py``) knows how to turn a :class:`~workers.config.ModelSpec` into a
+``torch.nn.Module``, which spec fields it accepts, and where its attention layers are (for parameter
+counts and the κ probe). A *variant* is a named shape (``vit_base_patch16_224``) stored as a plain dict,
+so search spaces can start from it and tests can compare it with timm's own model of that name.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import torch
-from timm.layers import Attention, Mlp
-from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families.base import Family, KappaLayer, ModelConfigError
+from workers.families.davit import DAVIT
+from workers.families.tnt import TNT_FAMILY
+from workers.families.vit import DEIT, VIT
+from workers.families.volo import VOLO_FAMILY
+from workers.families.xcit import XCIT
 
+__all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "build_model", "get_family"]
 
-class ModelConfigError(ValueError):
-    """A shape the family cannot build; the message names the field and value."""
+FAMILIES: dict[str, Family] = {family.name: family for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY)}
 
+_DAVIT_B = dict(stage_depths=(1, 1, 9, 1), stage_heads=(4, 8, 16, 32), stage_dims=(128, 256, 512, 1024))
+_DAVIT_L = dict(stage_depths=(1, 1, 9, 1), stage_heads=(6, 12, 24, 48), stage_dims=(192, 384, 768, 1536))
+_VOLO_D3 = dict(
+    stage_depths=(8, 8, 16, 4), stage_heads=(8, 16, 16, 16), stage_dims=(256, 512, 512, 512), qkv_bias=False
+)
 
-@dataclass(frozen=True)
-class Family:
-    """How to build one architecture family and find its attention layers."""
-
-    name: str
-    build: Callable[[ModelSpec], nn.Module]
-    attention_layers: Callable[[nn.Module], list[tuple[str, nn.Module]]]
-    mlp_layers: Callable[[nn.Module], list[tuple[str, nn.Module]]]
-    description: str
-
-
-FAMILIES: dict[str, Family] = {}
-
-# Named shapes, timm's names where timm has the model. Values are ModelSpec fields.
+# Named shapes, each timm's model of that name (a test checks the parameter counts are equal). Values are
+# ModelSpec fields; hierarchical variants sweep their third stage, the one the paper's rows change.
 VARIANTS: dict[str, dict] = {
     "vit_tiny_patch16_224": dict(family="vit", depth=12, num_heads=3, embed_dim=192, mlp_dim=768),
     "vit_small_patch16_224": dict(family="vit", depth=12, num_heads=6, embed_dim=384, mlp_dim=1536),
@@ -45,12 +42,21 @@ VARIANTS: dict[str, dict] = {
     "deit_tiny_patch16_224": dict(family="deit", depth=12, num_heads=3, embed_dim=192, mlp_dim=768),
     "deit_small_patch16_224": dict(family="deit", depth=12, num_heads=6, embed_dim=384, mlp_dim=1536),
     "deit_base_patch16_224": dict(family="deit", depth=12, num_heads=12, embed_dim=768, mlp_dim=3072),
+    "xcit_medium_24_p16_224": dict(family="xcit", depth=24, num_heads=8, embed_dim=512, mlp_dim=2048),
+    "xcit_large_24_p16_224": dict(family="xcit", depth=24, num_heads=16, embed_dim=768, mlp_dim=3072),
+    "tnt_b_patch16_224": dict(
+        family="tnt", depth=12, num_heads=10, embed_dim=640, mlp_dim=2560, inner_dim=40, inner_heads=4, qkv_bias=False
+    ),
+    "davit_base": dict(
+        family="davit", depth=9, num_heads=16, embed_dim=512, mlp_dim=2048, patch_size=4, swept_stage=3, **_DAVIT_B
+    ),
+    "davit_large": dict(
+        family="davit", depth=9, num_heads=24, embed_dim=768, mlp_dim=3072, patch_size=4, swept_stage=3, **_DAVIT_L
+    ),
+    "volo_d3_224": dict(
+        family="volo", depth=16, num_heads=16, embed_dim=512, mlp_dim=1536, patch_size=8, swept_stage=3, **_VOLO_D3
+    ),
 }
-
-
-def register_family(family: Family) -> Family:
-    FAMILIES[family.name] = family
-    return family
 
 
 def get_family(name: str) -> Family:
@@ -75,8 +81,11 @@ def variant_spec(name: str, **overrides) -> ModelSpec:
 
 
 def build_model(spec: ModelSpec) -> nn.Module:
-    """Build the model for ``spec`` with its family's builder (weights randomly initialised)."""
-    return get_family(spec.family).build(spec)
+    """Build the model for ``spec`` with its family's builder (weights randomly initialised).
+
+    Every field the family cannot take is reported at once, as a ModelConfigError.
+    """
+    return get_family(spec.family).build_checked(spec)
 
 
 def attention_layers(spec: ModelSpec, model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -87,87 +96,13 @@ def mlp_layers(spec: ModelSpec, model: nn.Module) -> list[tuple[str, nn.Module]]
     return get_family(spec.family).mlp_layers(model)
 
 
-# --- ViT / DeiT (timm VisionTransformer) -----------------------------------------------------------------
+def kappa_layers(spec: ModelSpec, model: nn.Module) -> list[KappaLayer]:
+    return get_family(spec.family).kappa_layers(model)
 
 
-def _fixed_head_dim_attention(head_dim: int) -> type[Attention]:
-    """An Attention subclass whose heads have ``head_dim`` channels whatever embed_dim is.
-
-    timm's Block builds ``attn_layer(dim, num_heads=…, …)`` and checks ``issubclass``; a subclass (not a
-    functools.partial) passes that check and sets timm's own ``attn_head_dim``.
-    """
-
-    class FixedHeadDimAttention(Attention):
-        def __init__(self, dim: int, num_heads: int = 8, **kwargs):
-            kwargs["attn_head_dim"] = head_dim
-            super().__init__(dim, num_heads=num_heads, **kwargs)
-
-    FixedHeadDimAttention.__name__ = f"Attention_hd{head_dim}"
-    return FixedHeadDimAttention
-
-
-def _fixed_width_mlp(hidden_dim: int) -> type[Mlp]:
-    """An Mlp subclass with exactly ``hidden_dim`` hidden units (mlp_ratio floats can round down)."""
-
-    class FixedWidthMlp(Mlp):
-        def __init__(self, in_features: int, hidden_features: int | None = None, **kwargs):
-            super().__init__(in_features, hidden_features=hidden_dim, **kwargs)
-
-    FixedWidthMlp.__name__ = f"Mlp_h{hidden_dim}"
-    return FixedWidthMlp
-
-
-def build_vit(spec: ModelSpec) -> nn.Module:
-    """timm VisionTransformer with class token, learned positions, pre-norm blocks, token pooling."""
-    attn_layer = Attention if spec.head_dim is None else _fixed_head_dim_attention(spec.head_dim)
-    try:
-        return VisionTransformer(
-            img_size=spec.img_size,
-            patch_size=spec.patch_size,
-            in_chans=spec.in_chans,
-            num_classes=spec.num_classes,
-            embed_dim=spec.embed_dim,
-            depth=spec.depth,
-            num_heads=spec.num_heads,
-            mlp_ratio=spec.mlp_dim / spec.embed_dim,
-            qkv_bias=spec.qkv_bias,
-            drop_path_rate=spec.drop_path_rate,
-            attn_layer=attn_layer,
-            mlp_layer=_fixed_width_mlp(spec.mlp_dim),
-        )
-    except (AssertionError, ValueError, TypeError) as exc:
-        raise ModelConfigError(f"timm cannot build {spec.family} with {spec.model_dump()}: {exc}") from exc
-
-
-def vit_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """Each block's ``attn`` (a timm ``Attention``), in depth order."""
-    return [(f"blocks.{i}.attn", block.attn) for i, block in enumerate(model.blocks)]
-
-
-def vit_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """Each block's ``mlp`` (fc1, activation, fc2), in depth order."""
-    return [(f"blocks.{i}.mlp", block.mlp) for i, block in enumerate(model.blocks)]
-
-
-register_family(
-    Family(
-        "vit",
-        build_vit,
-        vit_attention_layers,
-        vit_mlp_layers,
-        "ViT (timm VisionTransformer), Dosovitskiy et al. 2021",
-    )
-)
-register_family(
-    Family(
-        "deit",
-        build_vit,
-        vit_attention_layers,
-        vit_mlp_layers,
-        "DeiT (Touvron et al. 2021): the ViT architecture (timm builds deit_* as VisionTransformer); "
-        "differs from vit in its training recipe only",
-    )
-)
+def num_tokens(spec: ModelSpec) -> int:
+    """Tokens per image that the swept attention sees (family-specific; see each family's module)."""
+    return get_family(spec.family).num_tokens(spec)
 
 
 def iter_modules_with_fused_attn(model: nn.Module) -> Iterator[nn.Module]:

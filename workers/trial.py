@@ -28,7 +28,7 @@ import torch
 
 from workers.config import ModelSpec, TrialConfig
 from workers.data import ArraySplits, DataMeta, open_batches
-from workers.models import build_model
+from workers.models import build_model, num_tokens
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
 from workers.probes.memory import peak_train_step_memory
@@ -332,7 +332,7 @@ def shape_fields(spec: ModelSpec) -> dict:
         "attn_dim": spec.attn_dim,
         "patch_size": spec.patch_size,
         "img_size": spec.img_size,
-        "num_tokens": spec.num_tokens,
+        "num_tokens": num_tokens(spec),
         "num_classes": spec.num_classes,
     }
 

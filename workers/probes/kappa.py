@@ -1,16 +1,20 @@
 """κ, the condition number of the attention block (Saratchandran et al. 2025, Theorem 3.2).
 
 For one attention layer and one input image with N tokens, using the layer's own projections:
-    Q_i, K_i, V_i ∈ R^{N×d}   the query, key and value of head i (after q/k norm where the layer has it)
-    A_i = softmax(Q_i K_iᵀ / √d) V_i ∈ R^{N×d}     (before the output projection)
-    A   = [A_1 … A_h] ∈ R^{N×h·d}                   (heads concatenated along channels)
-    κ   = σ_1(A) / σ_min(N, h·d)(A)                 (largest over smallest singular value, 2-norm)
-κ is computed per image of a fixed probe batch, then summarised per layer by the median and the max
-over images. The model-level ``kappa_mean`` is the mean over layers of the per-layer medians, and
-``kappa_max`` the max over layers of the per-layer maxima.
+    A = [A_1 … A_h] ∈ R^{N×h·d}   the heads' outputs concatenated along channels, before the output projection
+    κ = σ_1(A) / σ_min(N, h·d)(A)   (largest over smallest singular value, 2-norm)
+For a ViT, A_i = softmax(Q_i K_iᵀ / √d) V_i. Each family writes down its own A_i in its module's docstring
+(``workers/families/``): XCiT attends over channels, TNT has inner and outer attention, DaViT window and
+channel attention, VOLO outlook attention in its first stage. Where one image gives several blocks
+(DaViT's windows, TNT's patches), the image's κ is the median over them.
 
-The probe recomputes A from q, k and v rather than reading attention weights, because fused attention
-(SDPA) never materialises them. Singular values are computed in float64.
+κ is computed per image of a fixed probe batch, then summarised per layer by the median and the max
+over images. The model-level ``kappa_mean`` is the mean over probed layers (every kind) of the per-layer
+medians, and ``kappa_max`` the max over layers of the per-layer maxima. The ``attention`` column of each
+layer's row says which kind it is, so one kind can be averaged alone in SQL.
+
+The probe recomputes A from the layer's q, k and v rather than reading attention weights, because fused
+attention (SDPA) never materialises them. Singular values are computed in float64.
 """
 
 from __future__ import annotations
@@ -19,11 +23,10 @@ import math
 import statistics
 
 import torch
-from timm.layers import Attention
 from torch import nn
 
 from workers.config import ModelSpec
-from workers.models import attention_layers
+from workers.models import kappa_layers
 
 
 def condition_number(matrices: torch.Tensor) -> torch.Tensor:
@@ -35,20 +38,9 @@ def condition_number(matrices: torch.Tensor) -> torch.Tensor:
     return singular_values[..., 0] / singular_values[..., -1]
 
 
-def vit_attention_block(attn: Attention, tokens: torch.Tensor) -> torch.Tensor:
-    """A = [A_1 … A_h] for a timm ``Attention`` layer on its input ``tokens`` (B, N, C): (B, N, h·d)."""
-    batch, n_tokens, _ = tokens.shape
-    qkv = attn.qkv(tokens).reshape(batch, n_tokens, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)
-    q, k = attn.q_norm(q), attn.k_norm(k)
-    weights = torch.softmax((q @ k.transpose(-2, -1)) * attn.scale, dim=-1)
-    heads = weights @ v  # (B, h, N, d)
-    return heads.transpose(1, 2).reshape(batch, n_tokens, attn.num_heads * attn.head_dim)
-
-
-def capture_attention_inputs(model: nn.Module, layers: list[tuple[str, nn.Module]], images: torch.Tensor):
-    """Run ``model`` once on ``images`` and return each attention layer's input, in layer order."""
-    captured: list[torch.Tensor | None] = [None] * len(layers)
+def capture_attention_inputs(model: nn.Module, modules: list[nn.Module], images: torch.Tensor):
+    """Run ``model`` once on ``images`` and return each module's first input, in the given order."""
+    captured: list[torch.Tensor | None] = [None] * len(modules)
 
     def make_hook(index: int):
         def hook(_module, args):
@@ -56,7 +48,7 @@ def capture_attention_inputs(model: nn.Module, layers: list[tuple[str, nn.Module
 
         return hook
 
-    handles = [module.register_forward_pre_hook(make_hook(i)) for i, (_, module) in enumerate(layers)]
+    handles = [module.register_forward_pre_hook(make_hook(i)) for i, module in enumerate(modules)]
     try:
         model(images)
     finally:
@@ -65,27 +57,37 @@ def capture_attention_inputs(model: nn.Module, layers: list[tuple[str, nn.Module
     return captured
 
 
+def per_image_kappa(blocks: torch.Tensor | list[torch.Tensor]) -> list[float]:
+    """κ of each image from its blocks (images, sub-blocks, N, D), or a list of such groups that differ
+    in N: the median over all of the image's sub-blocks."""
+    groups = [blocks] if isinstance(blocks, torch.Tensor) else blocks
+    kappas = torch.cat([condition_number(group) for group in groups], dim=1).cpu().tolist()
+    return [statistics.median(per_block) for per_block in kappas]
+
+
 @torch.no_grad()
 def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: torch.Tensor) -> list[dict]:
-    """κ of every attention layer of ``model`` on ``images``: [{layer, kappa, kappa_max}, …].
+    """κ of every probed attention layer of ``model`` on ``images``:
+    [{layer, layer_name, attention, kappa, kappa_max}, …].
 
     ``kappa`` is the median over the images, ``kappa_max`` the max (module docstring has the definition).
     The model is put in eval mode for the probe and restored afterwards; autocast is off so A is
     computed in the model's own precision.
     """
-    layers = attention_layers(spec, model)
+    layers = kappa_layers(spec, model)
     was_training = model.training
     model.eval()
     try:
         with torch.autocast(device_type=images.device.type, enabled=False):
-            inputs = capture_attention_inputs(model, layers, images)
+            inputs = capture_attention_inputs(model, [layer.module for layer in layers], images)
             rows = []
-            for index, ((name, module), tokens) in enumerate(zip(layers, inputs, strict=True)):
-                kappas = condition_number(vit_attention_block(module, tokens)).cpu().tolist()
+            for index, (layer, tokens) in enumerate(zip(layers, inputs, strict=True)):
+                kappas = per_image_kappa(layer.block(layer.module, tokens, len(images)))
                 rows.append(
                     {
                         "layer": index,
-                        "layer_name": name,
+                        "layer_name": layer.name,
+                        "attention": layer.kind,
                         "kappa": statistics.median(kappas),
                         "kappa_max": max(kappas),
                     }

@@ -1,0 +1,267 @@
+"""The paper's families (XCiT, TNT, DaViT, VOLO besides ViT/DeiT): each builds what it is asked, refuses what
+it cannot take, measures κ exactly as its module docstring defines it, trains on CPU, and its spaces set the
+planned parameter counts beside the published ones."""
+
+import statistics
+
+import pytest
+import torch
+
+from sweep.plan import compare_published, make_plan
+from sweep.space import load_space, shipped_spaces
+from workers.config import ModelSpec
+from workers.models import FAMILIES, ModelConfigError, build_model, kappa_layers, set_fused_attention
+from workers.probes.kappa import condition_number, kappa_per_layer
+from workers.trial import run_trial
+
+# One small shape per family (digits at 32 px, one channel): seconds on a CPU.
+SMALL = {
+    "vit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
+    "deit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
+    "xcit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
+    "tnt": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8, inner_dim=8, inner_heads=2),
+    "davit": dict(
+        depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=4, swept_stage=3,
+        stage_depths=(1, 1, 2, 1), stage_heads=(1, 2, 4, 8), stage_dims=(8, 16, 32, 64),
+    ),
+    "volo": dict(
+        depth=2, num_heads=4, embed_dim=32, mlp_dim=96, patch_size=8, swept_stage=3,
+        stage_depths=(1, 1, 2, 1), stage_heads=(2, 4, 4, 4), stage_dims=(16, 32, 32, 32),
+    ),
+}  # fmt: skip
+KINDS = {
+    "vit": {"self"},
+    "deit": {"self"},
+    "xcit": {"xca"},
+    "tnt": {"inner", "outer"},
+    "davit": {"window", "channel"},
+    "volo": {"outlook", "self"},
+}
+
+
+def small_spec(family: str, img_size: int = 32, **overrides) -> ModelSpec:
+    return ModelSpec(family=family, img_size=img_size, in_chans=1, num_classes=10, **{**SMALL[family], **overrides})
+
+
+def test_every_registered_family_has_a_small_shape_here():
+    assert set(SMALL) == set(FAMILIES) == set(KINDS)
+
+
+# --- κ against a direct computation ------------------------------------------------------------------------
+
+
+def projection_inputs(model, layers, images):
+    """Each probed layer's A as its own forward computes it: the input of the layer's output projection."""
+    captured = {}
+    handles = []
+    for layer in layers:
+        attention = layer.module.attn if layer.kind == "window" else layer.module  # window: hooked on its block
+        handles.append(
+            attention.proj.register_forward_pre_hook(
+                lambda _m, args, name=layer.name: captured.setdefault(name, args[0].detach())
+            )
+        )
+    with torch.no_grad():
+        model(images)
+    for handle in handles:
+        handle.remove()
+    return captured
+
+
+def as_blocks(kind: str, direct: torch.Tensor, n_images: int) -> torch.Tensor:
+    """The projection's input (whatever layout the layer uses) as (images, sub-blocks, N, D)."""
+    if kind in ("outlook", "self") and direct.dim() == 4:  # VOLO keeps the (B, H, W, C) map
+        return direct.flatten(1, 2).unsqueeze(1)
+    return direct.reshape(n_images, -1, direct.shape[-2], direct.shape[-1])
+
+
+def randomise_biases(model):
+    """At init every bias is 0, and LayerNorm's output is centred over channels, so where a block has more
+    tokens than channels (DaViT's first stages here) its A has rank below C and κ is float noise (~1e16),
+    which cannot be compared. Random biases make every block full rank."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype) * 0.5)
+
+
+# DaViT at 224 px: every stage's map (56, 28, 14, 7) is whole 7×7 windows, so the projection's input has
+# no padding rows to drop and equals the probe's A exactly.
+DIRECT_CASES = [(family, 32) for family in SMALL if family != "davit"] + [("davit", 224)]
+
+
+@pytest.mark.parametrize(("family", "img_size"), DIRECT_CASES)
+def test_kappa_equals_a_direct_computation_from_the_layers_own_forward(family, img_size):
+    torch.manual_seed(0)
+    spec = small_spec(family, img_size=img_size)
+    model = build_model(spec).double().eval()  # float64: ill-conditioned blocks must agree closely
+    randomise_biases(model)
+    set_fused_attention(model, True)  # the probe must not need attention weights materialised
+    images = torch.randn(3, 1, img_size, img_size, dtype=torch.float64)
+
+    layers = kappa_layers(spec, model)
+    assert {layer.kind for layer in layers} == KINDS[family]
+    direct = projection_inputs(model, layers, images)
+    rows = kappa_per_layer(spec, model, images)
+    assert [row["layer_name"] for row in rows] == [layer.name for layer in layers]
+    for layer, row in zip(layers, rows, strict=True):
+        inputs = {}
+        hook = layer.module.register_forward_pre_hook(lambda _m, args, seen=inputs: seen.setdefault("x", args[0]))
+        with torch.no_grad():
+            model(images)
+            hook.remove()
+            ours = layer.block(layer.module, inputs["x"], len(images))
+        theirs = as_blocks(layer.kind, direct[layer.name], len(images))
+        ours = ours if isinstance(ours, torch.Tensor) else torch.cat(ours, dim=1)
+        assert torch.allclose(ours, theirs, rtol=1e-9, atol=1e-12), layer.name
+
+        per_image = [statistics.median(k) for k in condition_number(theirs).tolist()]
+        assert row["attention"] == layer.kind
+        expected = {"kappa": statistics.median(per_image), "kappa_max": max(per_image)}
+        for key, value in expected.items():
+            if value < 1e8:
+                assert row[key] == pytest.approx(value, rel=1e-6), (layer.name, key)
+            else:  # σ_min near float64 noise (DaViT's channel softmax saturates over 3,136 tokens): digits differ
+                assert row[key] >= 1e8, (layer.name, key)
+
+
+def test_xcit_block_is_values_times_channel_attention():
+    """XCiT's A_i = V_i · softmax(τ Q̂_iᵀ K̂_i)ᵀ, written head by head with columns normalised over tokens."""
+    torch.manual_seed(1)
+    spec = small_spec("xcit")
+    model = build_model(spec).double().eval()
+    layer = kappa_layers(spec, model)[0]
+    tokens = torch.randn(2, 16, 32, dtype=torch.float64)
+    with torch.no_grad():
+        block = layer.block(layer.module, tokens, 2)[:, 0]
+        q, k, v = layer.module.qkv(tokens).chunk(3, dim=-1)
+    d = 32 // spec.num_heads
+    for head in range(spec.num_heads):
+        cols = slice(head * d, (head + 1) * d)
+        q_hat = q[..., cols] / q[..., cols].norm(dim=1, keepdim=True)
+        k_hat = k[..., cols] / k[..., cols].norm(dim=1, keepdim=True)
+        weights = torch.softmax(layer.module.temperature[head] * q_hat.transpose(1, 2) @ k_hat, dim=-1)
+        assert torch.allclose(block[..., cols], v[..., cols] @ weights.transpose(1, 2), atol=1e-12)
+
+
+def test_davit_drops_padding_rows_so_small_maps_have_finite_kappa():
+    """At 32 px DaViT's maps are 8, 4, 2 and 1 tokens a side: every window is padded, and the padded rows
+    (bias only, identical) would make A rank-deficient if they were kept."""
+    torch.manual_seed(0)
+    spec = small_spec("davit")
+    model = build_model(spec).eval()
+    rows = kappa_per_layer(spec, model, torch.randn(4, 1, 32, 32))
+    window = [row for row in rows if row["attention"] == "window"]
+    assert len(window) == 1 + 1 + 2 + 1
+    assert all(torch.isfinite(torch.tensor(row["kappa_max"])) for row in window)
+    layer = next(layer for layer in kappa_layers(spec, model) if layer.kind == "window")
+    groups = layer.block(layer.module, torch.randn(4, 8, 8, 8), 4)  # an 8×8 map: windows of 7×7, 7×1, 1×7, 1×1
+    assert sorted(group.shape[-2] for group in groups) == [1, 7, 7, 49]
+
+
+# --- what a family cannot take ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("family", "overrides", "message"),
+    [
+        ("vit", dict(inner_dim=8), r"vit family does not take inner_dim"),
+        ("xcit", dict(head_dim=16), r"xcit's head_dim is embed_dim / num_heads"),
+        ("xcit", dict(patch_size=4), r"patch_size=4.*8 or 16"),
+        ("tnt", dict(inner_heads=3), r"inner_heads=3: must divide inner_dim \(8\)"),
+        ("davit", dict(patch_size=8), r"stride-4 convolution; set patch_size: 4"),
+        ("davit", dict(stage_heads=(3, 2, 4, 8)), r"stage_heads\[0\]=3: must divide stage 1's width \(8\)"),
+        ("volo", dict(stage_dims=(16, 32, 32, 64)), r"stages 2 to 4 must share one width"),
+    ],
+)
+def test_an_override_a_family_cannot_take_is_a_clear_error(family, overrides, message):
+    with pytest.raises(ModelConfigError, match=message):
+        build_model(small_spec(family, **overrides))
+
+
+def test_every_problem_is_reported_at_once():
+    spec = small_spec("davit", patch_size=8, stage_heads=(3, 2, 4, 8), inner_dim=4)
+    with pytest.raises(ModelConfigError) as error:
+        build_model(spec)
+    assert str(error.value).count("model.") == 3
+
+
+def test_a_space_asking_a_family_for_what_it_cannot_take_fails_validation(tmp_path, capsys):
+    from sweep.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "question: q\nmodel: {family: xcit, embed_dim: 32, mlp_dim: 64, patch_size: 4}\n"
+        "axes: {depth: [2], num_heads: [4], head_dim: [4]}\nhead_dim_rule: fixed_head_dim\n"
+        "baseline: {depth: 2}\ndata: {name: digits, img_size: 32}\n"
+    )
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "2 problems" in err and "model.head_dim: xcit's head_dim" in err and "model.patch_size" in err
+
+
+# --- training -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", sorted(SMALL))
+def test_every_family_trains_a_few_steps_on_cpu_and_records_kappa(family):
+    config = {
+        "model": small_spec(family).model_dump(exclude_none=True),
+        "data": {"name": "digits", "img_size": 32},
+        "train": {"epochs": 1, "max_steps": 3, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1},
+        "probes": {"kappa_samples": 2, "throughput_steps": 1, "latency_iters": 1, "memory": False},
+        "seed": 0,
+        "threads": 1,
+    }
+    record = run_trial(config)
+    assert record["status"] == "ok", record.get("error")
+    assert record["steps_run"] == 3 and record["top1"] is not None
+    assert {row["attention"] for row in record["kappa"]} == KINDS[family]
+    assert (
+        record["kappa_mean"] > 1.0
+        and record["params"] == record["params_attention"] + record["params_mlp"] + record["params_embed_head"]
+    )
+    assert record["params_attention"] > 0 and record["params_mlp"] > 0
+
+
+# --- the published rows ----------------------------------------------------------------------------------
+
+
+def spaces_with_published_rows() -> list[str]:
+    return [name for name, path in shipped_spaces().items() if load_space(str(path))[1].published]
+
+
+def test_the_five_clean_rows_have_spaces_with_published_counts():
+    assert {"xcit_m", "xcit_l", "tnt_b", "davit_b", "davit_l"} <= set(spaces_with_published_rows())
+
+
+@pytest.mark.parametrize("name", spaces_with_published_rows())
+def test_published_counts_are_reproduced_within_1_percent_or_the_space_says_why(name):
+    plan = make_plan(*load_space(name, "paper"))
+    rows = compare_published(plan)
+    assert rows and all(row["planned_params_m"] is not None for row in rows), "a published shape is not planned"
+    for row in rows:
+        # A row either matches or carries its explanation; never both, so an explanation cannot go stale.
+        assert row["reproduced"] == (row["mismatch"] is None), row
+
+
+def test_published_counts_as_measured():
+    """The figures the space files quote (ImageNet shape, meta-device counts)."""
+    planned = {
+        (name, row["label"]): round(row["planned_params_m"], 2)
+        for name in ("xcit_m", "xcit_l", "tnt_b", "davit_b", "davit_l")
+        for row in compare_published(make_plan(*load_space(name, "paper")))
+    }
+    assert planned == {
+        ("xcit_m", "XCiT-M"): 84.40,
+        ("xcit_m", "XCiT-M lean"): 46.40,
+        ("xcit_l", "XCiT-L"): 189.10,
+        ("xcit_l", "XCiT-L lean"): 103.79,
+        ("tnt_b", "TNT-B"): 65.43,
+        ("tnt_b", "TNT-B lean"): 44.02,
+        ("davit_b", "DaViT-B"): 87.95,
+        ("davit_b", "DaViT-B lean"): 62.65,
+        ("davit_l", "DaViT-L"): 196.81,
+        ("davit_l", "DaViT-L lean"): 139.99,
+    }

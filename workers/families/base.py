@@ -1,0 +1,132 @@
+"""What every model family provides, and helpers the families share.
+
+A family turns a :class:`~workers.config.ModelSpec` into a timm model, says which spec fields it accepts,
+and locates its attention and MLP modules: all of them for parameter counts, and the ones κ is probed on,
+each with the function that computes that layer's attention block A (its definition is in the function's
+docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from workers.config import ModelSpec
+
+# The spec fields that only some families accept (the rest apply to every family).
+OPTIONAL_FIELDS = ("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads")
+
+
+class ModelConfigError(ValueError):
+    """A shape the family cannot build; the message names the field and value."""
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One reason a family cannot build a spec: the field, its value, the rule and how to fix it."""
+
+    field: str
+    value: object
+    rule: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"model.{self.field}={self.value!r}: {self.rule}; {self.fix}"
+
+
+# A layer's attention block: (module, the input it received, number of images) -> (images, sub-blocks, N, D),
+# or a list of such tensors when sub-blocks differ in N (DaViT's windows at a padded edge). Sub-blocks are
+# the windows (DaViT) or patches (TNT inner) one image splits into; 1 elsewhere.
+BlockFn = Callable[[nn.Module, torch.Tensor, int], torch.Tensor | list[torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class KappaLayer:
+    """An attention layer the κ probe measures: where it is, what kind it is, how to form its block A."""
+
+    name: str
+    kind: str  # "self", "xca", "inner", "outer", "window", "channel", "outlook"
+    module: nn.Module  # hooked for its input; the attention module, or the block that holds it
+    block: BlockFn
+
+
+@dataclass(frozen=True)
+class Family:
+    """How to build one architecture family, check what it accepts, and find its attention layers.
+
+    ``accepts``: the optional spec fields (``OPTIONAL_FIELDS``) the family reads; any other that is set
+    is an error. ``check`` returns further problems (rules between fields) without raising.
+    """
+
+    name: str
+    description: str
+    build: Callable[[ModelSpec], nn.Module]
+    attention_layers: Callable[[nn.Module], list[tuple[str, nn.Module]]]
+    mlp_layers: Callable[[nn.Module], list[tuple[str, nn.Module]]]
+    kappa_layers: Callable[[nn.Module], list[KappaLayer]]
+    num_tokens: Callable[[ModelSpec], int]
+    accepts: tuple[str, ...] = ()
+    check: Callable[[ModelSpec], list[SpecProblem]] = field(default=lambda spec: [])
+
+    def problems(self, spec: ModelSpec) -> list[SpecProblem]:
+        """Every reason this family cannot build ``spec`` (empty when it can)."""
+        found = [
+            SpecProblem(name, getattr(spec, name), f"the {self.name} family does not take {name}", "remove it")
+            for name in OPTIONAL_FIELDS
+            if getattr(spec, name) is not None and name not in self.accepts
+        ]
+        return found + self.check(spec)
+
+    def build_checked(self, spec: ModelSpec) -> nn.Module:
+        """``build``, after ``problems``: every problem is reported at once, as a ModelConfigError."""
+        problems = self.problems(spec)
+        if problems:
+            raise ModelConfigError(f"{self.name} cannot build this shape: " + "; ".join(map(str, problems)))
+        try:
+            return self.build(spec)
+        except (AssertionError, ValueError, TypeError, RuntimeError) as exc:
+            raise ModelConfigError(f"timm cannot build {self.name} with {spec.model_dump()}: {exc}") from exc
+
+
+def exact_mlp_ratio(width: int, hidden: int) -> float:
+    """The ratio r for which timm's ``int(width * r)`` is exactly ``hidden`` (``hidden / width`` can land
+    one ulp low, and int() then rounds down to hidden - 1)."""
+    ratio = hidden / width
+    while int(width * ratio) < hidden:
+        ratio = math.nextafter(ratio, math.inf)
+    return ratio
+
+
+def derived_head_dim_only(spec: ModelSpec, family: str, why: str) -> list[SpecProblem]:
+    """Families whose q, k, v projections map embed_dim to embed_dim: head_dim is embed_dim / num_heads."""
+    if spec.head_dim is None or spec.head_dim * spec.num_heads == spec.embed_dim:
+        return []
+    return [
+        SpecProblem(
+            "head_dim",
+            spec.head_dim,
+            f"{family}'s head_dim is embed_dim / num_heads ({why})",
+            "remove head_dim (or set it to embed_dim / num_heads) and vary embed_dim to widen attention",
+        )
+    ]
+
+
+def heads_divide(field_name: str, heads: int, width: int, where: str) -> list[SpecProblem]:
+    if width % heads == 0:
+        return []
+    return [SpecProblem(field_name, heads, f"must divide {where} ({width})", "choose a divisor of the width")]
+
+
+def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(scale · Q Kᵀ) V over the last two dimensions: (…, N, d) inputs, (…, N, d_v) output."""
+    return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+
+
+def concat_heads(heads: torch.Tensor) -> torch.Tensor:
+    """(…, h, N, d) per-head outputs to the block A = [A_1 … A_h]: (…, N, h·d), heads along channels."""
+    *lead, num_heads, tokens, dim = heads.shape
+    return heads.movedim(-3, -2).reshape(*lead, tokens, num_heads * dim)

@@ -1,0 +1,115 @@
+"""TNT (Han et al. 2021): an inner transformer over the pixels of each patch inside an outer one over patches.
+
+κ definitions, for timm's TNT attention (q, k: C → C split into h heads of d = C / h; v: C → C):
+- kind ``outer``, per block and per image, N = patches + class token, C = embed_dim:
+    A_i = softmax(Q_i K_iᵀ / √d) V_i ∈ R^{N×d},   A = [A_1 … A_h] ∈ R^{N×C}   (before the output projection)
+- kind ``inner``, per block, per image and per patch, N = pixels per patch ((patch_size / 4)², as timm's
+  stride-4 pixel embedding makes them), C = inner_dim, h = inner_heads: the same A over that patch's pixels.
+  An image's inner κ is the median over its patches; then median and max over images as for every layer.
+
+Shapes: depth and num_heads (outer), embed_dim, mlp_dim (outer MLP; the inner MLP is 4 × inner_dim as in
+timm), inner_dim (default embed_dim // 16, as tnt_s and tnt_b) and inner_heads (default 4). head_dim is
+embed_dim / num_heads: timm's TNT attention keeps q, k, v at the block's width.
+"""
+
+from __future__ import annotations
+
+import torch
+from timm.models.tnt import TNT, Attention
+from torch import nn
+
+from workers.config import ModelSpec
+from workers.families.base import (
+    Family,
+    KappaLayer,
+    SpecProblem,
+    concat_heads,
+    derived_head_dim_only,
+    exact_mlp_ratio,
+    heads_divide,
+    softmax_attention,
+)
+
+DEFAULT_INNER_HEADS = 4
+PIXEL_STRIDE = 4  # timm's first_stride: each patch becomes (patch_size / 4)² pixel tokens
+
+
+def inner_dim(spec: ModelSpec) -> int:
+    return spec.inner_dim if spec.inner_dim is not None else max(1, spec.embed_dim // 16)
+
+
+def inner_heads(spec: ModelSpec) -> int:
+    return spec.inner_heads if spec.inner_heads is not None else DEFAULT_INNER_HEADS
+
+
+def build_tnt(spec: ModelSpec) -> nn.Module:
+    return TNT(
+        img_size=spec.img_size,
+        patch_size=spec.patch_size,
+        in_chans=spec.in_chans,
+        num_classes=spec.num_classes,
+        embed_dim=spec.embed_dim,
+        inner_dim=inner_dim(spec),
+        depth=spec.depth,
+        num_heads_inner=inner_heads(spec),
+        num_heads_outer=spec.num_heads,
+        mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
+        qkv_bias=spec.qkv_bias,
+        drop_path_rate=spec.drop_path_rate,
+        first_stride=PIXEL_STRIDE,
+    )
+
+
+def check_tnt(spec: ModelSpec) -> list[SpecProblem]:
+    problems = derived_head_dim_only(spec, "tnt", "timm's TNT attention keeps q, k, v at the block's width")
+    problems += heads_divide("inner_heads", inner_heads(spec), inner_dim(spec), "inner_dim")
+    return problems
+
+
+def tnt_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Each block's inner then outer attention, in depth order."""
+    layers = []
+    for i, block in enumerate(model.blocks):
+        layers += [(f"blocks.{i}.attn_in", block.attn_in), (f"blocks.{i}.attn_out", block.attn_out)]
+    return layers
+
+
+def tnt_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    layers = []
+    for i, block in enumerate(model.blocks):
+        layers += [(f"blocks.{i}.mlp_in", block.mlp_in), (f"blocks.{i}.mlp", block.mlp)]
+    return layers
+
+
+def tnt_attention_block(attn: Attention, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
+    """A = [A_1 … A_h] of a timm TNT ``Attention`` on its input (B', N, C): (n_images, B' / n_images, N, C).
+
+    For the outer attention B' is the number of images; for the inner one it is images × patches.
+    """
+    rows, n_tokens, _ = tokens.shape
+    qk = attn.qk(tokens).reshape(rows, n_tokens, 2, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+    q, k = qk.unbind(0)
+    v = attn.v(tokens).reshape(rows, n_tokens, attn.num_heads, -1).transpose(1, 2)  # (B', h, N, C / h)
+    block = concat_heads(softmax_attention(q, k, v, attn.scale))
+    return block.reshape(n_images, rows // n_images, n_tokens, block.shape[-1])
+
+
+def tnt_kappa_layers(model: nn.Module) -> list[KappaLayer]:
+    layers = []
+    for i, block in enumerate(model.blocks):
+        layers.append(KappaLayer(f"blocks.{i}.attn_in", "inner", block.attn_in, tnt_attention_block))
+        layers.append(KappaLayer(f"blocks.{i}.attn_out", "outer", block.attn_out, tnt_attention_block))
+    return layers
+
+
+TNT_FAMILY = Family(
+    name="tnt",
+    description="TNT (timm TNT), Han et al. 2021: inner attention over pixels, outer attention over patches",
+    build=build_tnt,
+    attention_layers=tnt_attention_layers,
+    mlp_layers=tnt_mlp_layers,
+    kappa_layers=tnt_kappa_layers,
+    num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2 + 1,
+    accepts=("head_dim", "inner_dim", "inner_heads"),
+    check=check_tnt,
+)

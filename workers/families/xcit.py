@@ -1,0 +1,103 @@
+"""XCiT (El-Nouby et al. 2021): cross-covariance attention, which attends over channels, not tokens.
+
+κ definition (kind ``xca``), per XCA layer and per image with N patch tokens (the class token joins only
+in the two class-attention layers at the end):
+    Q_i, K_i, V_i ∈ R^{N×d}   head i's query, key and value, d = embed_dim / h
+    Q̂_i, K̂_i                  Q_i, K_i with each column scaled to unit L2 norm over the N tokens
+    W_i = softmax(τ_i · Q̂_iᵀ K̂_i) ∈ R^{d×d}   (row softmax; τ_i the head's learned temperature)
+    A_i = (W_i V_iᵀ)ᵀ = V_i W_iᵀ ∈ R^{N×d},   A = [A_1 … A_h] ∈ R^{N×C}   (before the output projection)
+The class-attention layers are not probed: only the class token queries there, so their block is one
+row and its κ is 1 by construction. Their parameters still count as attention.
+
+Shapes: depth, num_heads, embed_dim and mlp_dim. XCA's q, k, v map C → C, so head_dim is always
+embed_dim / num_heads, and (unlike ViT) attention parameters do not depend on the number of heads.
+Every block uses layer-scale init 1e-5 and normalises all tokens before the head, as timm's
+xcit_*_24 variants (the paper's rows) do.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from timm.models.xcit import XCA, Xcit
+from torch import nn
+
+from workers.config import ModelSpec
+from workers.families.base import (
+    Family,
+    KappaLayer,
+    SpecProblem,
+    concat_heads,
+    derived_head_dim_only,
+    exact_mlp_ratio,
+)
+
+LAYER_SCALE_INIT = 1e-5  # timm's xcit_*_24 variants (eta); the 12-layer ones use 1.0
+
+
+def build_xcit(spec: ModelSpec) -> nn.Module:
+    return Xcit(
+        img_size=spec.img_size,
+        patch_size=spec.patch_size,
+        in_chans=spec.in_chans,
+        num_classes=spec.num_classes,
+        embed_dim=spec.embed_dim,
+        depth=spec.depth,
+        num_heads=spec.num_heads,
+        mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
+        qkv_bias=spec.qkv_bias,
+        drop_path_rate=spec.drop_path_rate,
+        eta=LAYER_SCALE_INIT,
+        tokens_norm=True,
+    )
+
+
+def check_xcit(spec: ModelSpec) -> list[SpecProblem]:
+    problems = derived_head_dim_only(spec, "xcit", "XCA's q, k, v project embed_dim to embed_dim")
+    if spec.patch_size not in (8, 16):
+        problems.append(
+            SpecProblem("patch_size", spec.patch_size, "XCiT's convolutional patch embedding takes 8 or 16", "use 16")
+        )
+    return problems
+
+
+def xcit_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Every XCA layer, then the class-attention layers."""
+    return [(f"blocks.{i}.attn", b.attn) for i, b in enumerate(model.blocks)] + [
+        (f"cls_attn_blocks.{i}.attn", b.attn) for i, b in enumerate(model.cls_attn_blocks)
+    ]
+
+
+def xcit_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(f"blocks.{i}.mlp", b.mlp) for i, b in enumerate(model.blocks)] + [
+        (f"cls_attn_blocks.{i}.mlp", b.mlp) for i, b in enumerate(model.cls_attn_blocks)
+    ]
+
+
+def xca_block(attn: XCA, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
+    """A = [A_1 … A_h] of an XCA layer on its input (B, N, C), as the module docstring defines: (B, 1, N, C)."""
+    batch, n_tokens, width = tokens.shape
+    head_dim = width // attn.num_heads
+    qkv = attn.qkv(tokens).reshape(batch, n_tokens, 3, attn.num_heads, head_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)  # (B, h, N, d)
+    q_hat, k_hat = F.normalize(q, dim=-2), F.normalize(k, dim=-2)  # unit columns over the N tokens
+    weights = torch.softmax(q_hat.transpose(-2, -1) @ k_hat * attn.temperature, dim=-1)  # (B, h, d, d)
+    heads = v @ weights.transpose(-2, -1)  # (B, h, N, d)
+    return concat_heads(heads).unsqueeze(1)
+
+
+def xcit_kappa_layers(model: nn.Module) -> list[KappaLayer]:
+    return [KappaLayer(f"blocks.{i}.attn", "xca", b.attn, xca_block) for i, b in enumerate(model.blocks)]
+
+
+XCIT = Family(
+    name="xcit",
+    description="XCiT (timm Xcit), El-Nouby et al. 2021: cross-covariance attention over channels",
+    build=build_xcit,
+    attention_layers=xcit_attention_layers,
+    mlp_layers=xcit_mlp_layers,
+    kappa_layers=xcit_kappa_layers,
+    num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2,
+    accepts=("head_dim",),
+    check=check_xcit,
+)

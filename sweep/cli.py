@@ -27,6 +27,7 @@ from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
 from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_spaces
 from sweep.sql import render, run_query
+from workers.models import FAMILIES
 
 DEFAULT_SPACE = "local_digits"
 DEFAULT_RESULTS = Path("results")
@@ -228,6 +229,9 @@ def cmd_spaces(args) -> int:
         question = " ".join(str(raw.get("question", "")).split())
         profiles = ", ".join(raw.get("profiles", {}) or {}) or "-"
         print(f"{name}\n    {question}\n    profiles: {profiles}; file: {path.name}")
+    print("\nmodel families (model.family):")
+    for family in FAMILIES.values():
+        print(f"  {family.name:6s} {family.description}")
     return 0
 
 

@@ -182,7 +182,8 @@ def freeze(fields: dict) -> tuple:
 @lru_cache(maxsize=4096)
 def _measure(frozen: tuple) -> tuple[int, int]:
     spec = ModelSpec(**dict(frozen))
-    return count_params(build_on_meta(spec)), forward_flops_per_sample(spec)
+    model = build_on_meta(spec)
+    return count_params(model), forward_flops_per_sample(spec, model)
 
 
 def measure_shape(fields: dict) -> tuple[int, int]:

@@ -88,7 +88,7 @@ class Family:
             raise ModelConfigError(f"{self.name} cannot build this shape: " + "; ".join(map(str, problems)))
         try:
             return self.build(spec)
-        except (AssertionError, ValueError, TypeError, RuntimeError) as exc:
+        except (AssertionError, ValueError, TypeError) as exc:  # not RuntimeError: out-of-memory stays oom
             raise ModelConfigError(f"timm cannot build {self.name} with {spec.model_dump()}: {exc}") from exc
 
 

@@ -9,7 +9,7 @@ from workers.config import ModelSpec
 from workers.models import build_on_meta, set_fused_attention
 
 
-def forward_flops_per_sample(spec: ModelSpec) -> int:
+def forward_flops_per_sample(spec: ModelSpec, meta_model: torch.nn.Module | None = None) -> int:
     """FLOPs (not MACs: one multiply-add counts 2) of one forward pass on one image.
 
     Counted by ``FlopCounterMode`` on a meta-device copy of the model (shapes only, so it costs nothing
@@ -17,8 +17,11 @@ def forward_flops_per_sample(spec: ModelSpec) -> int:
     the CPU flash-attention kernel has no FLOP formula registered, and counting it would silently drop
     the two N×N attention matmuls. The count covers matmuls and convolutions (what the counter
     registers), not softmax, norms or activations, as is usual for transformer FLOP figures.
+
+    ``meta_model``: a meta-device build of ``spec`` to count on (the planner's, to build once); its
+    fused attention is switched off.
     """
-    model = build_on_meta(spec)
+    model = meta_model if meta_model is not None else build_on_meta(spec)
     set_fused_attention(model, False)
     image = torch.empty(1, spec.in_chans, spec.img_size, spec.img_size, device="meta")
     counter = FlopCounterMode(display=False)

@@ -159,6 +159,22 @@ def human(count: int) -> str:
     return str(count)
 
 
+def print_stages(plan: Plan) -> None:
+    """For staged families (DaViT, VOLO): which stage the shape columns describe, and the other stages."""
+    fixed = plan.space.model
+    if fixed.swept_stage is None:
+        return
+
+    def others(values: list[int]) -> str:
+        return "[" + ", ".join("*" if i == fixed.swept_stage else str(v) for i, v in enumerate(values, 1)) + "]"
+
+    print(
+        f"stages: depth, num_heads, head_dim, embed_dim and mlp_dim are stage {fixed.swept_stage}'s (*); the "
+        f"others keep depths {others(fixed.stage_depths)}, heads {others(fixed.stage_heads)}, "
+        f"widths {others(fixed.stage_dims)}"
+    )
+
+
 def print_published(plan: Plan) -> None:
     """The paper's rows beside the planned counts, and why they differ where the space file says so."""
     for row in compare_published(plan):
@@ -205,6 +221,7 @@ def cmd_plan(args) -> int:
         f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
         f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
     )
+    print_stages(plan)
     print_published(plan)
     if search.kind == "grid":
         print(

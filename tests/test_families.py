@@ -265,3 +265,19 @@ def test_published_counts_as_measured():
         ("davit_l", "DaViT-L"): 196.81,
         ("davit_l", "DaViT-L lean"): 139.99,
     }
+
+
+def test_sweep_plan_prints_published_counts_beside_planned_ones_and_the_swept_stage(capsys):
+    from sweep.cli import main
+
+    assert main(["plan", "xcit_l"]) == 0
+    out = capsys.readouterr().out
+    assert "published XCiT-L lean (depth 12, num_heads 24): 103.8M, planned 103.79M (-0.0%): reproduced" in out
+    assert main(["plan", "tnt_b"]) == 0
+    out = capsys.readouterr().out
+    assert "published TNT-B lean (depth 8, num_heads 16): 30.9M, planned 44.02M (+42.4%): NOT reproduced" in out
+    assert "why: At d_model 640" in out
+    assert main(["plan", "davit_b", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "stage 3's (*); the others keep depths [1, 1, *, 1]" in out
+    assert "published DaViT-B" not in out  # the smoke grid is not ImageNet-shaped: it drops the rows

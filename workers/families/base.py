@@ -92,6 +92,21 @@ class Family:
             raise ModelConfigError(f"timm cannot build {self.name} with {spec.model_dump()}: {exc}") from exc
 
 
+STAGED_FIELDS = ("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage")
+
+
+def common_timm_kwargs(spec: ModelSpec) -> dict:
+    """The constructor arguments that ViT, XCiT, TNT and VOLO name alike."""
+    return dict(
+        img_size=spec.img_size,
+        patch_size=spec.patch_size,
+        in_chans=spec.in_chans,
+        num_classes=spec.num_classes,
+        qkv_bias=spec.qkv_bias,
+        drop_path_rate=spec.drop_path_rate,
+    )
+
+
 def exact_mlp_ratio(width: int, hidden: int) -> float:
     """The ratio r for which timm's ``int(width * r)`` is exactly ``hidden`` (``hidden / width`` can land
     one ulp low, and int() then rounds down to hidden - 1)."""

@@ -27,6 +27,7 @@ from torch import nn
 
 from workers.config import ModelSpec
 from workers.families.base import (
+    STAGED_FIELDS,
     Family,
     KappaLayer,
     SpecProblem,
@@ -152,6 +153,6 @@ DAVIT = Family(
     mlp_layers=davit_mlp_layers,
     kappa_layers=davit_kappa_layers,
     num_tokens=davit_tokens,
-    accepts=("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage"),
+    accepts=STAGED_FIELDS,
     check=check_davit,
 )

@@ -23,6 +23,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
@@ -44,18 +45,13 @@ def inner_heads(spec: ModelSpec) -> int:
 
 def build_tnt(spec: ModelSpec) -> nn.Module:
     return TNT(
-        img_size=spec.img_size,
-        patch_size=spec.patch_size,
-        in_chans=spec.in_chans,
-        num_classes=spec.num_classes,
+        **common_timm_kwargs(spec),
         embed_dim=spec.embed_dim,
         inner_dim=inner_dim(spec),
         depth=spec.depth,
         num_heads_inner=inner_heads(spec),
         num_heads_outer=spec.num_heads,
         mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
-        qkv_bias=spec.qkv_bias,
-        drop_path_rate=spec.drop_path_rate,
         first_stride=PIXEL_STRIDE,
     )
 

@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from timm.layers import Attention, Mlp
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, concat_heads, softmax_attention
+from workers.families.base import Family, KappaLayer, common_timm_kwargs, concat_heads, softmax_attention
 
 
 def fixed_head_dim_attention(head_dim: int) -> type[Attention]:
@@ -47,16 +49,11 @@ def build_vit(spec: ModelSpec) -> nn.Module:
     """timm VisionTransformer with class token, learned positions, pre-norm blocks, token pooling."""
     attn_layer = Attention if spec.head_dim is None else fixed_head_dim_attention(spec.head_dim)
     return VisionTransformer(
-        img_size=spec.img_size,
-        patch_size=spec.patch_size,
-        in_chans=spec.in_chans,
-        num_classes=spec.num_classes,
+        **common_timm_kwargs(spec),
         embed_dim=spec.embed_dim,
         depth=spec.depth,
         num_heads=spec.num_heads,
         mlp_ratio=spec.mlp_dim / spec.embed_dim,
-        qkv_bias=spec.qkv_bias,
-        drop_path_rate=spec.drop_path_rate,
         attn_layer=attn_layer,
         mlp_layer=fixed_width_mlp(spec.mlp_dim),
     )
@@ -102,14 +99,9 @@ VIT = Family(
     num_tokens=vit_tokens,
     accepts=("head_dim",),
 )
-DEIT = Family(
+DEIT = dataclasses.replace(
+    VIT,
     name="deit",
     description="DeiT (Touvron et al. 2021): the ViT architecture (timm builds deit_* as VisionTransformer); "
     "differs from vit in its training recipe only",
-    build=build_vit,
-    attention_layers=vit_attention_layers,
-    mlp_layers=vit_mlp_layers,
-    kappa_layers=vit_kappa_layers,
-    num_tokens=vit_tokens,
-    accepts=("head_dim",),
 )

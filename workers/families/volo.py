@@ -28,9 +28,11 @@ from torch import nn
 
 from workers.config import ModelSpec
 from workers.families.base import (
+    STAGED_FIELDS,
     Family,
     KappaLayer,
     SpecProblem,
+    common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
@@ -45,16 +47,11 @@ def build_volo(spec: ModelSpec) -> nn.Module:
     depths, heads, dims = zip(*spec.stages(), strict=True)
     ratio = exact_mlp_ratio(spec.embed_dim, spec.mlp_dim)
     return VOLO(
+        **common_timm_kwargs(spec),
         layers=list(depths),
-        img_size=spec.img_size,
-        in_chans=spec.in_chans,
-        num_classes=spec.num_classes,
-        patch_size=spec.patch_size,
         embed_dims=list(dims),
         num_heads=list(heads),
         mlp_ratio=(ratio,) * STAGES,
-        qkv_bias=spec.qkv_bias,
-        drop_path_rate=spec.drop_path_rate,
     )
 
 
@@ -153,6 +150,6 @@ VOLO_FAMILY = Family(
     mlp_layers=volo_mlp_layers,
     kappa_layers=volo_kappa_layers,
     num_tokens=volo_tokens,
-    accepts=("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage"),
+    accepts=STAGED_FIELDS,
     check=check_volo,
 )

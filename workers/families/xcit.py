@@ -27,6 +27,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
@@ -37,16 +38,11 @@ LAYER_SCALE_INIT = 1e-5  # timm's xcit_*_24 variants (eta); the 12-layer ones us
 
 def build_xcit(spec: ModelSpec) -> nn.Module:
     return Xcit(
-        img_size=spec.img_size,
-        patch_size=spec.patch_size,
-        in_chans=spec.in_chans,
-        num_classes=spec.num_classes,
+        **common_timm_kwargs(spec),
         embed_dim=spec.embed_dim,
         depth=spec.depth,
         num_heads=spec.num_heads,
         mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
-        qkv_bias=spec.qkv_bias,
-        drop_path_rate=spec.drop_path_rate,
         eta=LAYER_SCALE_INIT,
         tokens_norm=True,
     )

@@ -29,6 +29,8 @@ SMALL = {
         stage_depths=(1, 1, 2, 1), stage_heads=(2, 4, 4, 4), stage_dims=(16, 32, 32, 32),
     ),
 }  # fmt: skip
+# Tokens the swept attention sees at 32 px: patches (+ class token), or the swept stage's map.
+TOKENS = {"vit": 17, "deit": 17, "xcit": 16, "tnt": 17, "davit": 2 * 2, "volo": 2 * 2}
 KINDS = {
     "vit": {"self"},
     "deit": {"self"},
@@ -44,7 +46,7 @@ def small_spec(family: str, img_size: int = 32, **overrides) -> ModelSpec:
 
 
 def test_every_registered_family_has_a_small_shape_here():
-    assert set(SMALL) == set(FAMILIES) == set(KINDS)
+    assert set(SMALL) == set(FAMILIES) == set(KINDS) == set(TOKENS)
 
 
 # --- κ against a direct computation ------------------------------------------------------------------------
@@ -217,6 +219,7 @@ def test_every_family_trains_a_few_steps_on_cpu_and_records_kappa(family):
     record = run_trial(config)
     assert record["status"] == "ok", record.get("error")
     assert record["steps_run"] == 3 and record["top1"] is not None
+    assert record["num_tokens"] == TOKENS[family]
     assert {row["attention"] for row in record["kappa"]} == KINDS[family]
     assert (
         record["kappa_mean"] > 1.0

@@ -284,3 +284,20 @@ def test_sweep_plan_prints_published_counts_beside_planned_ones_and_the_swept_st
     out = capsys.readouterr().out
     assert "stage 3's (*); the others keep depths [1, 1, *, 1]" in out
     assert "published DaViT-B" not in out  # the smoke grid is not ImageNet-shaped: it drops the rows
+
+
+def test_exact_mlp_ratio_gives_the_hidden_width_timm_computes():
+    from workers.families.base import exact_mlp_ratio
+
+    for width in range(1, 3000, 37):
+        for hidden in (1, width // 3 + 1, 3 * width - 1, 4 * width, 1000):
+            assert int(width * exact_mlp_ratio(width, hidden)) == hidden, (width, hidden)
+
+
+@pytest.mark.parametrize("family", sorted(SMALL))
+def test_the_swept_mlp_width_is_exact(family):
+    from workers.models import mlp_layers
+
+    spec = small_spec(family, mlp_dim=100)  # 100 / 32 is not a round ratio
+    widths = [module.fc1.out_features for _, module in mlp_layers(spec, build_model(spec))]
+    assert widths.count(100) >= spec.depth

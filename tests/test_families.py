@@ -7,11 +7,22 @@ import statistics
 import pytest
 import torch
 
-from sweep.plan import compare_published, make_plan
+from sweep.plan import compare_published, make_plan, measure_shape
 from sweep.space import load_space, shipped_spaces
 from workers.config import ModelSpec
-from workers.models import FAMILIES, ModelConfigError, build_model, kappa_layers, set_fused_attention
+from workers.models import (
+    FAMILIES,
+    VARIANTS,
+    ModelConfigError,
+    build_model,
+    build_on_meta,
+    kappa_layers,
+    set_fused_attention,
+    variant_spec,
+)
+from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import condition_number, kappa_per_layer
+from workers.probes.params import count_params
 from workers.trial import run_trial
 
 # One small shape per family (digits at 32 px, one channel): seconds on a CPU.
@@ -301,3 +312,12 @@ def test_the_swept_mlp_width_is_exact(family):
     spec = small_spec(family, mlp_dim=100)  # 100 / 32 is not a round ratio
     widths = [module.fc1.out_features for _, module in mlp_layers(spec, build_model(spec))]
     assert widths.count(100) >= spec.depth
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_planned_counts_from_two_depths_equal_a_full_count(name):
+    """The planner counts at depths 1 and 2 and extends linearly; a whole model must give the same."""
+    spec = variant_spec(name)
+    fields = spec.model_dump(exclude_none=True)
+    model = build_on_meta(spec)
+    assert measure_shape(fields) == (count_params(model), forward_flops_per_sample(spec, model))

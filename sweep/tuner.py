@@ -225,11 +225,19 @@ def new_sweep_id(plan: Plan) -> str:
 
 
 def run_sweep(
-    plan: Plan, results_dir: Path, space_ref: str, progress: bool = True, extra_callbacks: list | None = None
+    plan: Plan,
+    results_dir: Path,
+    space_ref: str,
+    progress: bool = True,
+    extra_callbacks: list | None = None,
+    reuse_actors: bool = True,
 ) -> SweepOutcome:
     """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
 
     ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
+    ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
+    Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
+    actor is still starting to an idle cached actor instead, wherever that one is.
     """
     check_data(plan.space, space_ref)
     results_dir = Path(results_dir).resolve()
@@ -257,7 +265,7 @@ def run_sweep(
             max_concurrent_trials=plan.space.resources.max_concurrent_trials,
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
-            reuse_actors=True,
+            reuse_actors=reuse_actors,
             trial_name_creator=short_trial_name,
             trial_dirname_creator=short_trial_name,
         ),

@@ -203,29 +203,6 @@ def test_killed_worker_resumes_from_its_checkpoint(tmp_path, local_ray):
 CLUSTER = {}  # the test's Cluster, outside the callback: Tune pickles callbacks, and a Cluster holds locks
 
 
-@ray.remote(num_cpus=1)
-def import_the_trial_code() -> str:
-    import sweep.tuner  # noqa: F401  (torch, timm, Tune: the seconds an actor spends before its first epoch)
-
-    return ray.get_runtime_context().get_node_id()
-
-
-def warm_every_node() -> None:
-    """Leave an idle worker process with the trial code imported on each node.
-
-    Ray starts an actor in an idle pooled worker when one exists, so both nodes' first actors come up in about
-    the same time; otherwise a fast node can finish every short trial while the other is still importing torch.
-    """
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
-    pinned = [
-        import_the_trial_code.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-        for node in nodes
-    ]
-    assert sorted(ray.get(pinned)) == sorted(nodes)
-
-
 class NodeWatcher(tune.Callback):
     """Records which node each trial ran on, and removes the worker node once a trial there has reported."""
 
@@ -250,12 +227,17 @@ def test_trials_run_on_two_nodes_and_losing_one_loses_no_row(tmp_path):
     CLUSTER.update(cluster=cluster, worker=worker)
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        warm_every_node()
+        assert len([node for node in ray.nodes() if node["Alive"]]) == 2
         path = write_space(tmp_path, seeds="[0, 1]", epochs=3)
-        plan, expected = planned_pairs(path)
+        plan, _ = planned_pairs(path)
+        # Two trials for two 1-CPU nodes: both are placed at once, one per node. Fresh actors keep them
+        # there; with actor reuse, a head that finishes first could take the worker's trial while that
+        # node's actor is still importing torch, and nothing would run on the worker (seen on 2-core CI).
+        plan.pairs = [(plan.configs[0], 0), (plan.configs[0], 1)]
+        expected = {(plan.configs[0].config_id, 0), (plan.configs[0].config_id, 1)}
         results = tmp_path / "results"
         watcher = NodeWatcher(worker.node_id)
-        run_sweep(plan, results, str(path), progress=False, extra_callbacks=[watcher])
+        run_sweep(plan, results, str(path), progress=False, extra_callbacks=[watcher], reuse_actors=False)
         assert watcher.removed and len(watcher.nodes_seen) == 2  # both nodes ran trials; one was lost
         rows = assert_exactly(results, expected)
         assert {status for _, _, status, _ in rows} == {"ok"}

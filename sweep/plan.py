@@ -14,6 +14,7 @@ from functools import lru_cache
 from sweep.errors import ConfigIssue
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from workers.config import DataSpec, ModelSpec
+from workers.families.base import OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.params import count_params
@@ -21,7 +22,7 @@ from workers.probes.params import count_params
 SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
 # Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
 # does not change because other families exist.
-FAMILY_KEYS = ("stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads")
+FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim")
 
 # Input shape and classes of each data set, known without reading it (planning must not need the data).
 DATA_SHAPES = {

@@ -136,6 +136,14 @@ def heads_divide(field_name: str, heads: int, width: int, where: str) -> list[Sp
     return [SpecProblem(field_name, heads, f"must divide {where} ({width})", "choose a divisor of the width")]
 
 
+def stage_heads_divide(spec: ModelSpec) -> list[SpecProblem]:
+    """Each stage's heads must divide that stage's width (the swept stage's included)."""
+    problems = []
+    for index, (_, heads, width) in enumerate(spec.stages(), start=1):
+        problems += heads_divide(f"stage_heads[{index - 1}]", heads, width, f"stage {index}'s width")
+    return problems
+
+
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """softmax(scale · Q Kᵀ) V over the last two dimensions: (…, N, d) inputs, (…, N, d_v) output."""
     return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v

@@ -34,8 +34,8 @@ from workers.families.base import (
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
-    heads_divide,
     softmax_attention,
+    stage_heads_divide,
 )
 
 STEM_STRIDE = 4
@@ -67,8 +67,7 @@ def check_davit(spec: ModelSpec) -> list[SpecProblem]:
             )
         )
         return problems
-    for index, (_, heads, width) in enumerate(spec.stages(), start=1):
-        problems += heads_divide(f"stage_heads[{index - 1}]", heads, width, f"stage {index}'s width")
+    problems += stage_heads_divide(spec)
     if spec.patch_size != STEM_STRIDE:
         problems.append(
             SpecProblem("patch_size", spec.patch_size, "DaViT's stem is a stride-4 convolution", "set patch_size: 4")

@@ -36,8 +36,8 @@ from workers.families.base import (
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
-    heads_divide,
     softmax_attention,
+    stage_heads_divide,
 )
 
 STAGES = 4  # timm's VOLO: outlook attention and downsampling are set per stage for four stages
@@ -62,8 +62,7 @@ def check_volo(spec: ModelSpec) -> list[SpecProblem]:
         fix = "set four stage_depths, stage_heads and stage_dims, and swept_stage"
         return [*problems, SpecProblem("stage_depths", got, "volo needs its four stages", fix)]
     stages = spec.stages()
-    for index, (_, heads, width) in enumerate(stages, start=1):
-        problems += heads_divide(f"stage_heads[{index - 1}]", heads, width, f"stage {index}'s width")
+    problems += stage_heads_divide(spec)
     if len({width for _, _, width in stages[1:]}) != 1:
         problems.append(
             SpecProblem(

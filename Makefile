@@ -9,6 +9,8 @@ PROFILE ?=
 SEEDS ?=
 RESULTS ?= results
 Q ?= SELECT space, status, count(*) AS trials FROM trials GROUP BY ALL ORDER BY ALL
+# One tolerance for every verdict, in the metric's units (make sql/report TOLERANCE=0.3); empty: each space's own
+TOLERANCE ?=
 
 .PHONY: install test lint format sweep plan spaces sql report rerun bench trial clean
 
@@ -44,7 +46,7 @@ spaces: $(INSTALLED)
 	$(BIN)/sweep spaces
 
 sql: $(INSTALLED)
-	$(BIN)/sweep sql "$(Q)" --results $(RESULTS)
+	$(BIN)/sweep sql "$(Q)" --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))
 
 # Add the missing seeds: make rerun SPACE=… SEEDS=3 [SELECT=near-break] [RERUN_ARGS=--wait]
 SELECT ?= all
@@ -53,7 +55,7 @@ rerun: $(INSTALLED)
 	$(BIN)/sweep rerun $(SPACE) --seeds $(or $(SEEDS),3) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(RERUN_ARGS)
 
 report: $(INSTALLED)
-	$(BIN)/sweep report $(SPACE) --results $(RESULTS)
+	$(BIN)/sweep report $(SPACE) --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))
 
 # One trial without Ray: make trial CONFIG=path/to/config.json
 trial: $(INSTALLED)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.schema import TRIALS, table_from_rows
+from sweep.schema import SCHEMA_VERSION, TRIALS, table_from_rows
 from sweep.sql import connect
 
 DEPTHS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 24)
@@ -38,7 +38,8 @@ def space_table(space: int, configs: int, seeds: int, rng: np.random.Generator) 
     config = np.repeat(np.arange(len(grid)), seeds)
     baseline = (depth == 12) & (heads == 12) & (mlp == 3072)
     columns = {
-        "schema_version": np.ones(n, np.int32), "space": np.full(n, f"s{space:03d}"), "sweep_id": np.full(n, "bench"),
+        "schema_version": np.full(n, SCHEMA_VERSION, np.int32), "space": np.full(n, f"s{space:03d}"),
+        "sweep_id": np.full(n, "bench"), "metric": np.full(n, "top1"), "metric_mode": np.full(n, "max"), "score": top1,
         "trial_id": [f"s{space}-t{i}" for i in range(n)], "config_id": [f"s{space}-c{c}" for c in config],
         "seed": np.tile(np.arange(seeds), len(grid)), "is_baseline": baseline, "family": np.full(n, "vit"),
         "depth": depth, "num_heads": heads, "head_dim": 768 // heads, "embed_dim": np.full(n, 768), "mlp_dim": mlp,

@@ -4,10 +4,11 @@
     sweep plan SPACE [--profile P] [--format table|csv|json]
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
-    sweep sql "QUERY" [--results DIR] [--format table|csv|json]
+    sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]
     sweep import FILE [--results DIR]
-    sweep report SPACE [--results DIR] [--out DIR]
+    sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep kappa-theory --tokens N (--width D | --head-dim d) [--heads 1,2,4]
+    sweep data export listops --rows N --out DIR [--seed S] [--max-depth D] [--max-args A] …
 
 Errors print on one line each (every problem in a space at once) and exit non-zero (2 for a bad space
 or missing data); ``--debug`` shows the traceback.
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from sweep.errors import SweepError
+from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
 from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_spaces
@@ -31,6 +33,10 @@ from workers.models import FAMILIES
 
 DEFAULT_SPACE = "local_digits"
 DEFAULT_RESULTS = Path("results")
+TOLERANCE_HELP = (
+    "judge every verdict at this tolerance, in each space's metric units (points of top-1, nats of loss); "
+    "default: each space's own metric.tolerance"
+)
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -139,10 +145,12 @@ def launch(plan: Plan, args) -> int:
 
 def plan_rows(plan: Plan) -> list[dict]:
     rows = []
+    several = len(plan.space.families()) > 1
     for config in plan.configs:
         shape = config.shape
         rows.append({
-            "config_id": config.config_id, "baseline": config.is_baseline, "depth": shape.depth,
+            "config_id": config.config_id, "baseline": config.is_baseline,
+            **({"family": shape.family} if several else {}), "depth": shape.depth,
             "num_heads": shape.num_heads, "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
             "params": config.params, "flops_per_sample": config.flops_per_sample,
@@ -179,12 +187,17 @@ def print_published(plan: Plan) -> None:
     """The paper's rows beside the planned counts, and why they differ where the space file says so."""
     for row in compare_published(plan):
         shape = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
-        head = f"published {row['label']} ({shape}): {row['published_params_m']:.1f}M"
+        score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
+        count = f"{row['published_params_m']:.1f}M" if row["published_params_m"] else "no parameter count"
+        head = f"published {row['label']} ({shape}): {count}{score}"
         if row["planned_params_m"] is None:
             print(f"{head}; not in this profile's grid")
             continue
-        verdict = "reproduced" if row["reproduced"] else "NOT reproduced"
-        print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
+        if row["difference"] is None:
+            print(f"{head}; planned {row['planned_params_m']:.3f}M")
+        else:
+            verdict = "reproduced" if row["reproduced"] else "NOT reproduced"
+            print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
         if row["mismatch"]:
             print(f"  why: {' '.join(row['mismatch'].split())}")
 
@@ -220,6 +233,11 @@ def cmd_plan(args) -> int:
     print(
         f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
         f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
+    )
+    metric = plan.space.metric
+    print(
+        f"judged on: {metric.name} ({metric.mode}: {direction_words(metric.mode)}), "
+        f"tolerance {metric.tolerance} {tolerance_unit(metric.name)}"
     )
     print_stages(plan)
     print_published(plan)
@@ -262,8 +280,15 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def parse_tolerance(value: float | None) -> float | None:
+    """``--tolerance``: one tolerance for every verdict, in each space's metric units; must be positive."""
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise SweepError(f"--tolerance must be a positive number in the metric's units (e.g. 0.5), got {value}")
+    return value
+
+
 def cmd_sql(args) -> int:
-    columns, rows = run_query(args.results, args.query)
+    columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
 
@@ -287,7 +312,7 @@ def cmd_report(args) -> int:
     except SweepError:
         pass  # a space known only from imported rows has no file: the report still renders
     out = args.out or Path("reports") / args.space
-    index = write_report(args.space, args.results, out, question)
+    index = write_report(args.space, args.results, out, question, tolerance=parse_tolerance(args.tolerance))
     print(f"report written: {index} (open it, or the PNGs beside it)")
     return 0
 
@@ -342,6 +367,30 @@ def cmd_kappa_theory(args) -> int:
     return 0
 
 
+def cmd_data_export(args) -> int:
+    from sweep.data_export import cmd_data_export as export
+
+    return export(args)
+
+
+def add_data_parser(sub) -> None:
+    """``sweep data export listops …``: generated ListOps as LRA's three TSV files."""
+    data = sub.add_parser("data", help="write data sets generated here (nothing is downloaded)")
+    exports = data.add_subparsers(dest="data_command", required=True).add_parser("export", help="write files")
+    kinds = exports.add_subparsers(dest="data_set", required=True)
+    lo = kinds.add_parser("listops", help="ListOps with LRA's grammar as basic_{train,val,test}.tsv (LRA's layout)")
+    lo.add_argument("--rows", type=int, required=True, help="training rows")
+    lo.add_argument("--out", type=Path, required=True, help="folder to write the three files to")
+    lo.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
+    lo.add_argument("--max-depth", type=int, default=10, help="LRA: 10")
+    lo.add_argument("--max-args", type=int, default=10, help="LRA: 10")
+    lo.add_argument("--min-length", type=int, default=500, help="rows kept have length > this (LRA: 500)")
+    lo.add_argument("--max-length", type=int, default=2000, help="rows kept have length < this (LRA: 2000)")
+    lo.add_argument("--val-rows", type=int, help="default: rows // 48, at least 1 (LRA's ratio)")
+    lo.add_argument("--test-rows", type=int, help="default: rows // 48, at least 1 (LRA's ratio)")
+    lo.set_defaults(func=cmd_data_export)
+
+
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
@@ -393,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("query")
     sql.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")
@@ -404,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("space")
     report.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
+    report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     report.set_defaults(func=cmd_report)
 
     theory = sub.add_parser("kappa-theory", help="sampled κ of Gaussian heads beside Theorem 3.2's value")
@@ -414,6 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     theory.add_argument("--samples", type=int, default=16)
     theory.add_argument("--format", choices=["table", "csv", "json"], default="table")
     theory.set_defaults(func=cmd_kappa_theory)
+
+    add_data_parser(sub)
     return parser
 
 

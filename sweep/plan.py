@@ -4,6 +4,7 @@ trial's worker config as plain data."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import itertools
@@ -11,20 +12,21 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from sweep.errors import ConfigIssue
+from sweep.errors import MISSING, ConfigIssue
+from sweep.metrics import DATASET_METRICS, METRICS, direction_words, natural_mode, tolerance_unit
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
-from workers.config import DataSpec, ModelSpec
-from workers.families.base import OPTIONAL_FIELDS
+from workers.config import SEQUENCE_DATA_SETS, DataSpec, ModelSpec
+from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.params import count_params
 
 SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
 # Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
-# does not change because other families exist.
-FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim")
+# does not change because other families exist. (seq_len and vocab_size come from the data instead.)
+FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim" and name not in DATA_DERIVED_FIELDS)
 
-# Input shape and classes of each data set, known without reading it (planning must not need the data).
+# Input shape and classes of each image data set, known without reading it (planning must not need the data).
 DATA_SHAPES = {
     "digits": (8, 1, 10),
     "cifar10": (32, 3, 10),
@@ -41,19 +43,21 @@ class Shape:
     embed_dim: int
     mlp_dim: int
     rule: str  # the head_dim rule(s) that produced it, e.g. "fixed_d_model"
+    family: str = "vit"  # the model family (a space may sweep several: axes.family)
 
     @property
     def attn_dim(self) -> int:
         return self.num_heads * self.head_dim
 
     def key(self) -> tuple:
-        return (self.depth, self.num_heads, self.head_dim, self.embed_dim, self.mlp_dim)
+        return (self.depth, self.num_heads, self.head_dim, self.embed_dim, self.mlp_dim, self.family)
 
     def as_dict(self) -> dict:
         return {
             **{k: getattr(self, k) for k in SHAPE_KEYS},
             "attn_dim": self.attn_dim,
             "head_dim_rule": self.rule,
+            "family": self.family,
         }
 
 
@@ -97,12 +101,27 @@ class Plan:
 # --- shapes -----------------------------------------------------------------------------------------------
 
 
+def is_sequence_data(data: DataSpec) -> bool:
+    return data.name in SEQUENCE_DATA_SETS
+
+
 def data_shape(data: DataSpec) -> tuple[int, int, int]:
-    """(img_size, in_chans, num_classes) the model will see."""
+    """(img_size, in_chans, num_classes) the model will see (image data sets)."""
     native, chans, classes = DATA_SHAPES[data.name]
     if data.name == "imagefolder" and data.num_classes:
         classes = data.num_classes
     return data.img_size or native, chans, classes
+
+
+def data_fields(data: DataSpec) -> dict:
+    """The model fields the data set decides: image size, channels and classes, or for token sequences
+    the padded length, vocabulary and classes."""
+    if is_sequence_data(data):
+        from workers.listops import NUM_CLASSES, VOCAB_SIZE
+
+        return {"seq_len": data.seq_len, "vocab_size": VOCAB_SIZE, "num_classes": NUM_CLASSES}
+    img_size, in_chans, classes = data_shape(data)
+    return {"img_size": img_size, "in_chans": in_chans, "num_classes": classes}
 
 
 def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
@@ -113,8 +132,8 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
     axes = {name: space.axis_values(name) for name in ("depth", "num_heads", "embed_dim", "mlp_dim")}
     for rule in space.head_dim_rule:
         head_dims = space.axis_values("head_dim") if rule == "fixed_head_dim" else [None]
-        for depth, heads, width, mlp, head_dim in itertools.product(
-            axes["depth"], axes["num_heads"], axes["embed_dim"], axes["mlp_dim"], head_dims
+        for family, depth, heads, width, mlp, head_dim in itertools.product(
+            space.families(), axes["depth"], axes["num_heads"], axes["embed_dim"], axes["mlp_dim"], head_dims
         ):
             combo = {
                 "depth": depth,
@@ -122,20 +141,21 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                 "embed_dim": width,
                 "mlp_dim": mlp,
                 "head_dim_rule": rule,
+                "family": family,
             }
             if head_dim is None:
                 if width % heads:
                     removed.append(Removed(combo, f"num_heads={heads} does not divide embed_dim={width}"))
                     continue
                 head_dim = width // heads
-            shape = Shape(depth, heads, head_dim, width, mlp, rule)
+            shape = Shape(depth, heads, head_dim, width, mlp, rule, family)
             reason = constraint_violation(space, shape)
             if reason:
                 removed.append(Removed(shape.as_dict(), reason))
             elif shape.key() in kept:
                 previous = kept[shape.key()]
                 if rule not in previous.rule:
-                    kept[shape.key()] = Shape(*shape.key(), f"{previous.rule}+{rule}")
+                    kept[shape.key()] = dataclasses.replace(previous, rule=f"{previous.rule}+{rule}")
             else:
                 kept[shape.key()] = shape
     return list(kept.values()), removed
@@ -160,20 +180,23 @@ def constraint_violation(space: Space, shape: Shape) -> str | None:
 
 
 def model_fields(space: Space, shape: Shape) -> dict:
-    """ModelSpec fields for ``shape`` in ``space``; head_dim always explicit so equal shapes hash equal."""
-    img_size, in_chans, classes = data_shape(space.data)
+    """ModelSpec fields for ``shape`` in ``space``; head_dim always explicit so equal shapes hash equal.
+
+    Image families get the patch and the image's size, channels and classes; sequence families the
+    data's length, vocabulary and classes. A family-specific fixed field goes to the families that take
+    it; in a space of one family it always goes, so a field that family cannot take is reported.
+    """
     fixed = space.model
-    return {
-        "family": fixed.family,
-        **{k: getattr(shape, k) for k in SHAPE_KEYS},
-        "patch_size": fixed.patch_size,
-        "qkv_bias": fixed.qkv_bias,
-        "drop_path_rate": fixed.drop_path_rate,
-        "img_size": img_size,
-        "in_chans": in_chans,
-        "num_classes": classes,
-        **{k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None},
+    family = get_family(shape.family)
+    single = len(space.families()) == 1
+    specific = {
+        k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
     }
+    common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}}
+    if family.modality == "sequence":
+        return {**common, **data_fields(space.data), **specific}
+    image = {"patch_size": fixed.patch_size, "qkv_bias": fixed.qkv_bias, "drop_path_rate": fixed.drop_path_rate}
+    return {**common, **image, **data_fields(space.data), **specific}
 
 
 def freeze(fields: dict) -> tuple:
@@ -243,7 +266,9 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "seed": seed,
         "is_baseline": config.is_baseline,
         "shape": config.shape.as_dict(),
-        "family": plan.space.model.family,
+        "family": config.shape.family,
+        "metric": plan.space.metric.name,  # the headline metric: the sink's `score` is the record's value of it
+        "metric_mode": plan.space.metric.mode,
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
         "trial_config": trial_config(plan.space, config.model, seed),
@@ -256,13 +281,19 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
 def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
     """Every configuration the space allows, with params and FLOPs, and what was removed and why."""
     shapes, removed = enumerate_shapes(space)
-    baseline_key = resolve_baseline(space, shapes)
+    baseline_keys = {resolve_baseline(space, shapes, family) for family in space.families()}
+    families = space.families()
     configs = []
-    for shape in sorted(shapes, key=lambda s: (s.depth, s.num_heads, s.head_dim, s.embed_dim, s.mlp_dim)):
+    for shape in sorted(
+        shapes, key=lambda s: (families.index(s.family), s.depth, s.num_heads, s.head_dim, s.embed_dim, s.mlp_dim)
+    ):
         model = model_fields(space, shape)
         params, flops = measure_shape(model)
-        configs.append(PlannedConfig(config_id(model, space), shape, shape.key() == baseline_key, params, flops, model))
-    baseline = next(c for c in configs if c.is_baseline)
+        is_baseline = shape.key() in baseline_keys
+        configs.append(PlannedConfig(config_id(model, space), shape, is_baseline, params, flops, model))
+    # The space's baseline; a space of several families also marks each other family's config of the same
+    # shape as that family's reference (the analysis compares every config with its own family's).
+    baseline = next(c for c in configs if c.is_baseline and c.shape.family == space.model.family)
     return Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
 
 
@@ -273,12 +304,12 @@ def compare_published(plan: Plan) -> list[dict]:
     """Each published row of the space beside the planned config with its shape (None when this
     profile's grid does not hold it): planned and published params, and the relative difference."""
     rows = []
+    family = plan.space.model.family
     for published in plan.space.published:
-        config = next(
-            (c for c in plan.configs if all(getattr(c.shape, k) == v for k, v in published.shape.items())), None
-        )
+        wanted = {**published.shape, "family": family}
+        config = next((c for c in plan.configs if all(getattr(c.shape, k) == v for k, v in wanted.items())), None)
         planned_m = config.params / 1e6 if config else None
-        diff = (planned_m / published.params_m - 1) if config else None
+        diff = (planned_m / published.params_m - 1) if config and published.params_m else None
         rows.append(
             {
                 "label": published.label,
@@ -288,14 +319,17 @@ def compare_published(plan: Plan) -> list[dict]:
                 "difference": diff,
                 "reproduced": diff is not None and abs(diff) <= PUBLISHED_TOLERANCE,
                 "mismatch": published.mismatch,
+                "metric": plan.space.metric.name,
+                "published_score": published.score if published.score is not None else published.top1,
             }
         )
     return rows
 
 
-def resolve_baseline(space: Space, shapes: list[Shape]) -> tuple | None:
-    """The key of the shape matching every value the baseline names, or None."""
-    wanted = dict(space.baseline)
+def resolve_baseline(space: Space, shapes: list[Shape], family: str | None = None) -> tuple | None:
+    """The key of the shape of ``family`` (default: ``model.family``) matching every value the baseline
+    names, or None."""
+    wanted = {**space.baseline, "family": family or space.model.family}
     matches = [s for s in shapes if all(getattr(s, k) == v for k, v in wanted.items())]
     return matches[0].key() if len(matches) >= 1 else None
 
@@ -305,15 +339,8 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     issues: list[ConfigIssue] = []
     add = lambda path, rule, value, fix: issues.append(ConfigIssue(file, path, rule, value, fix))  # noqa: E731
 
-    families = known_families()
-    if space.model.family not in families:
-        close = difflib.get_close_matches(space.model.family, families, n=2, cutoff=0.5)
-        add(
-            "model.family",
-            "must be a registered model family",
-            space.model.family,
-            (f"did you mean {', '.join(close)}? " if close else "") + f"known: {', '.join(families)}",
-        )
+    family_problems = family_list_issues(space, file)
+    issues += family_problems
     for name in ("depth", "num_heads", "embed_dim", "mlp_dim"):
         if not space.axis_values(name):
             add(
@@ -343,14 +370,15 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
         for key in published.shape:
             if key not in AXIS_NAMES:
                 add(f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
-    img_size = data_shape(space.data)[0]
-    if img_size % space.model.patch_size:
+    img_size = None if is_sequence_data(space.data) else data_shape(space.data)[0]
+    if img_size is not None and img_size % space.model.patch_size:
         add(
             "model.patch_size",
             f"must divide the image size {img_size} of data set {space.data.name!r}",
             space.model.patch_size,
             f"choose a divisor of {img_size}, or set data.img_size",
         )
+    issues += metric_issues(space, file)
     issues += search_issues(space, file)
     if space.resources.gpus_per_trial > 1 and space.resources.gpus_per_trial != int(space.resources.gpus_per_trial):
         add(
@@ -366,10 +394,99 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     return issues
 
 
+def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Every family is registered and reads the data set's kind of input (images or token sequences);
+    with a family axis, model.family (the baseline's family) is one of it, and each family-specific fixed
+    field is taken by some family of it."""
+    issues: list[ConfigIssue] = []
+    known = known_families()
+    path = "axes.family" if space.axes.family else "model.family"
+    for name in dict.fromkeys([space.model.family, *space.families()]):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=2, cutoff=0.5)
+            hint = (f"did you mean {', '.join(close)}? " if close else "") + f"known: {', '.join(known)}"
+            issues.append(ConfigIssue(file, path, "must be a registered model family", name, hint))
+    if issues:
+        return issues
+    wanted = "sequence" if is_sequence_data(space.data) else "image"
+    kind = {"sequence": "token sequences", "image": "images"}
+    for name in space.families():
+        reads = get_family(name).modality
+        if reads != wanted:
+            rule = f"family {name} reads {kind[reads]}, but data set {space.data.name!r} gives {kind[wanted]}"
+            issues.append(ConfigIssue(file, path, rule, name, f"use a family that reads {kind[wanted]}"))
+    if space.axes.family and space.model.family not in space.axes.family:
+        issues.append(
+            ConfigIssue(
+                file,
+                "model.family",
+                "names the baseline's family, so it must be one of axes.family",
+                space.model.family,
+                f"choose one of {', '.join(space.axes.family)}",
+            )
+        )
+    if len(space.families()) > 1:
+        for key in FAMILY_KEYS:
+            value = getattr(space.model, key)
+            if value is not None and not any(key in get_family(f).accepts for f in space.families()):
+                rule = "no family of axes.family takes it"
+                issues.append(ConfigIssue(file, f"model.{key}", rule, value, "remove it"))
+    return issues
+
+
+def reported_headline_metrics(space: Space) -> tuple[str, ...]:
+    """The headline metrics the space's data set reports (every known one for a data set not listed)."""
+    return DATASET_METRICS.get(space.data.name, tuple(METRICS))
+
+
+def metric_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """The headline metric is one the data set reports, judged in its own direction, with a tolerance."""
+    metric, reported = space.metric, reported_headline_metrics(space)
+    if metric.name not in reported:
+        close = difflib.get_close_matches(metric.name, reported, n=2, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        return [
+            ConfigIssue(
+                file,
+                "metric.name",
+                f"must be a metric that data set {space.data.name!r} reports",
+                metric.name,
+                hint + f"{space.data.name} reports: {', '.join(reported)}",
+            )
+        ]
+    issues, natural = [], natural_mode(metric.name)
+    if metric.mode != natural:
+        rule = f"must be {natural} for {metric.name} ({direction_words(natural)})"
+        issues.append(ConfigIssue(file, "metric.mode", rule, metric.mode, f"write mode: {natural}, or leave it out"))
+    if metric.tolerance is None:
+        unit = tolerance_unit(metric.name)
+        issues.append(
+            ConfigIssue(
+                file,
+                "metric.tolerance",
+                f"{metric.name} has no default tolerance: say how much worse than the baseline, in {unit}, "
+                "still counts as holding",
+                MISSING,
+                f"add metric.tolerance (in {unit}), chosen from the seed noise of {metric.name} on this data set",
+            )
+        )
+    return issues
+
+
+def unreported_issue(space: Space, file: str, path: str, name: str) -> list[ConfigIssue]:
+    """An objective or scheduler metric that is a headline metric the space's data set does not report."""
+    reported = reported_headline_metrics(space)
+    if name not in METRICS or name in reported:
+        return []
+    rule = f"data set {space.data.name!r} does not report this metric"
+    return [ConfigIssue(file, path, rule, name, f"use one it reports: {', '.join(reported)}")]
+
+
 def search_issues(space: Space, file: str) -> list[ConfigIssue]:
     issues = []
     objectives = getattr(space.search, "objectives", [])
     for index, objective in enumerate(objectives):
+        issues += unreported_issue(space, file, f"search.objectives[{index}].metric", objective.metric)
         if objective.metric not in REPORTED_METRICS:
             close = difflib.get_close_matches(objective.metric, REPORTED_METRICS, n=2, cutoff=0.5)
             issues.append(
@@ -382,6 +499,8 @@ def search_issues(space: Space, file: str) -> list[ConfigIssue]:
                     + f"reported: {', '.join(REPORTED_METRICS)}",
                 )
             )
+    if space.scheduler.kind == "asha":
+        issues += unreported_issue(space, file, "scheduler.metric", space.scheduler.metric)
     if space.scheduler.kind == "asha" and space.scheduler.metric not in EPOCH_METRICS:
         issues.append(
             ConfigIssue(
@@ -396,8 +515,7 @@ def search_issues(space: Space, file: str) -> list[ConfigIssue]:
 
 
 def family_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIssue]:
-    """What the model family cannot build, over every shape, each (key path, rule) reported once."""
-    family = get_family(space.model.family)
+    """What the model families cannot build, over every shape, each (key path, rule) reported once."""
     found: dict[tuple, ConfigIssue] = {}
     for shape in shapes:
         try:
@@ -407,7 +525,7 @@ def family_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIs
             issue = ConfigIssue(file, "model", "the model fields must agree", shape.as_dict(), reason)
             found.setdefault(("model", issue.rule), issue)
             continue
-        for problem in family.problems(spec):
+        for problem in get_family(shape.family).problems(spec):
             path = f"model.{problem.field}"
             found.setdefault((path, problem.rule), ConfigIssue(file, path, problem.rule, problem.value, problem.fix))
     return list(found.values())
@@ -430,18 +548,20 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
                 f"relax them (removed for: {', '.join(reasons)})",
             )
         ]
-    if resolve_baseline(space, shapes) is None:
-        why = next(
-            (r.reason for r in removed if all(r.combination.get(k) == v for k, v in space.baseline.items())),
-            "no axis value gives it",
-        )
-        return [
-            ConfigIssue(
-                file,
-                "baseline",
-                f"the baseline is not among the space's configurations ({why})",
-                dict(space.baseline),
-                "change the baseline or widen the axes to include it",
+    for family in space.families():
+        if resolve_baseline(space, shapes, family) is None:
+            why = next(
+                (r.reason for r in removed if all(r.combination.get(k) == v for k, v in space.baseline.items())),
+                "no axis value gives it",
             )
-        ]
+            where = f" of family {family}" if len(space.families()) > 1 else ""
+            return [
+                ConfigIssue(
+                    file,
+                    "baseline",
+                    f"the baseline is not among the space's configurations{where} ({why})",
+                    dict(space.baseline),
+                    "change the baseline or widen the axes to include it",
+                )
+            ]
     return []

@@ -50,26 +50,28 @@ def missing_pairs(configs: list[PlannedConfig], seeds: list[int], recorded: set)
 
 
 def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = None) -> list[PlannedConfig]:
-    """The plan's configs chosen by ``how``; the baseline is always included (every verdict needs it).
+    """The plan's configs chosen by ``how``; the baselines (one per family) are always included (every
+    verdict needs its family's).
 
     - ``all``: every config of the space;
     - ``near-break``: the configs on either side of each edge the analysis views found (the last one that
       holds and the first one that breaks, along depth and along head_dim);
-    - ``pareto``: the configs on the accuracy/params Pareto front;
-    - ``top-k``: the K configs with the best mean top-1 so far.
+    - ``pareto``: the configs on the score/params Pareto front;
+    - ``top-k``: the K configs with the best mean headline score so far, by the metric's direction
+      (highest top-1 or accuracy, lowest validation loss).
     """
     if how == "all":
         return list(plan.configs)
     con = connect(results_dir)
-    by_shape = {(c.shape.depth, c.shape.num_heads, c.shape.head_dim, c.shape.embed_dim, c.shape.mlp_dim): c
-                for c in plan.configs}  # fmt: skip
-    shape = "depth, num_heads, head_dim, embed_dim, mlp_dim"
+    by_shape = {c.shape.key(): c for c in plan.configs}  # (depth, heads, head_dim, width, mlp, family)
+    shape = "depth, num_heads, head_dim, embed_dim, mlp_dim, family"
     if how == "near-break":
         sql = f"""
-            SELECT {shape} FROM depth_edge e JOIN configs c USING (space, num_heads, head_dim, embed_dim, mlp_dim)
+            SELECT {shape} FROM depth_edge e
+            JOIN configs c USING (space, metric, family, num_heads, head_dim, embed_dim, mlp_dim)
             WHERE space = $1 AND depth IN (e.holds_down_to_depth, e.breaks_at_depth)
             UNION
-            SELECT {shape} FROM head_dim_edge e JOIN configs c USING (space, depth, embed_dim, mlp_dim)
+            SELECT {shape} FROM head_dim_edge e JOIN configs c USING (space, metric, family, depth, embed_dim, mlp_dim)
             WHERE space = $1 AND c.attn_dim = c.embed_dim
               AND head_dim IN (e.holds_down_to_head_dim, e.breaks_at_head_dim)"""
     elif how == "pareto":
@@ -77,14 +79,17 @@ def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = 
     elif how == "top-k":
         if not top_k or top_k < 1:
             raise SweepError("--select top-k needs --top-k K with K >= 1")
-        sql = f"SELECT {shape} FROM configs WHERE space = $1 AND n_seeds > 0 ORDER BY top1_mean DESC LIMIT {top_k}"
+        best_first = "CASE WHEN metric_mode = 'min' THEN score_mean ELSE -score_mean END"
+        sql = f"""SELECT {shape} FROM configs WHERE space = $1 AND n_seeds > 0 AND score_mean IS NOT NULL
+                  ORDER BY {best_first} LIMIT {top_k}"""
     else:
         raise SweepError(f"--select must be one of {', '.join(SELECTIONS)}, got {how!r}")
     shapes = {tuple(row) for row in con.execute(sql, [plan.space_name]).fetchall()}
     chosen = [by_shape[s] for s in shapes if s in by_shape]
-    if plan.baseline not in chosen:
-        chosen.append(plan.baseline)
-    return sorted(chosen, key=lambda c: (c.shape.depth, c.shape.num_heads, c.shape.head_dim, c.shape.mlp_dim))
+    chosen += [c for c in plan.configs if c.is_baseline and c not in chosen]  # every family's baseline
+    return sorted(
+        chosen, key=lambda c: (c.shape.family, c.shape.depth, c.shape.num_heads, c.shape.head_dim, c.shape.mlp_dim)
+    )
 
 
 def describe(missing: list[Missing], total: int) -> str:
@@ -95,10 +100,12 @@ def describe(missing: list[Missing], total: int) -> str:
     for item in missing:
         by_config.setdefault(item.config.config_id, []).append(item.seed)
     configs = {m.config.config_id: m.config for m in missing}
+    several = len({c.shape.family for c in configs.values()}) > 1
     for config_id, seeds in by_config.items():
         shape = configs[config_id].shape
+        family = f"{shape.family:<16}" if several else ""
         lines.append(
-            f"  {config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"  {config_id}  {family}depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
             f"mlp {shape.mlp_dim:<5} seeds {seeds}"
         )
     return "\n".join(lines)

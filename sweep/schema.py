@@ -8,13 +8,20 @@ Layout under the results folder (one glob per table for DuckDB):
     results/spaces/<space>/<sweep_id>.parquet              one row per sweep: the space's analysis settings
 
 Every row carries ``schema_version``; a change that renames or retypes a column bumps it.
+
+Version 2 made the analysis metric-agnostic: a trials row names its space's headline metric (``metric``,
+its direction ``metric_mode``) and carries its value (``score``); sequence trials add ``accuracy``,
+tokens/s and ``seq_len``; epochs rows add ``val_accuracy`` and ``val_score``; a spaces row holds
+``metric``, ``metric_mode`` and ``tolerance`` instead of ``tolerance_top1``. Version-1 files stay
+readable: ``results/views.sql`` reads a v1 trials row as metric ``top1``, mode ``max``, score = top1, and
+a v1 spaces row's ``tolerance_top1`` as its tolerance.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TABLES = ("trials", "epochs", "kappa")
 
 TRIALS = pa.schema([
@@ -36,9 +43,13 @@ TRIALS = pa.schema([
     ("head_dim_rule", pa.string()),
     ("status", pa.string()),  # ok | diverged | oom | error | pruned
     ("error", pa.string()),
+    ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (sweep/metrics.py)
+    ("metric_mode", pa.string()),  # max (higher is better) | min
+    ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
     ("top1", pa.float64()),  # percent, held-out
     ("top5", pa.float64()),  # percent
-    ("val_loss", pa.float64()),
+    ("accuracy", pa.float64()),  # percent, held-out: sequence classification (e.g. ListOps)
+    ("val_loss", pa.float64()),  # nats: mean held-out cross-entropy
     ("params", pa.int64()),
     ("params_attention", pa.int64()),
     ("params_mlp", pa.int64()),
@@ -48,6 +59,8 @@ TRIALS = pa.schema([
     ("peak_mem_method", pa.string()),
     ("train_samples_per_s", pa.float64()),
     ("infer_samples_per_s", pa.float64()),
+    ("train_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, steady-state training
+    ("infer_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, eval-mode batches
     ("latency_b1_ms", pa.float64()),
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),
@@ -58,6 +71,7 @@ TRIALS = pa.schema([
     ("train_s", pa.float64()),
     ("kappa_probe_s", pa.float64()),
     ("dataset", pa.string()),
+    ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees
     ("device", pa.string()),
     ("node_id", pa.string()),  # the Ray node that ran the trial (its last attempt)
     ("git_sha", pa.string()),
@@ -81,8 +95,10 @@ EPOCHS = pa.schema([
     ("epoch", pa.int32()),
     ("step", pa.int64()),
     ("train_loss", pa.float64()),
+    ("val_score", pa.float64()),  # the trial's headline metric after this epoch (its trials row's `metric`)
     ("val_top1", pa.float64()),
     ("val_top5", pa.float64()),
+    ("val_accuracy", pa.float64()),
     ("val_loss", pa.float64()),
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),
@@ -99,14 +115,16 @@ KAPPA = pa.schema([
     ("kappa_max", pa.float64()),  # max over probe images
 ])  # fmt: skip
 
-# One row per sweep started: the space's settings that the analysis needs (its own tolerance).
+# One row per sweep started (or import): the space's settings that the analysis needs.
 SPACES = pa.schema([
     ("schema_version", pa.int32()),
     ("space", pa.string()),
     ("sweep_id", pa.string()),
     ("profile", pa.string()),
     ("question", pa.string()),
-    ("tolerance_top1", pa.float64()),  # points of top-1; NULL: the analysis default (0.5)
+    ("metric", pa.string()),  # the headline metric the space is judged on
+    ("metric_mode", pa.string()),  # max | min
+    ("tolerance", pa.float64()),  # in the metric's units; NULL: the analysis default (0.5)
     ("written_at", pa.timestamp("ms", tz="UTC")),
 ])  # fmt: skip
 

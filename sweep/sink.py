@@ -20,17 +20,22 @@ import pyarrow.parquet as pq
 from ray import tune
 
 from sweep.errors import ResultsError
+from sweep.metrics import epoch_key
 from sweep.schema import SCHEMA_VERSION, TABLES, table_from_rows
 
 log = logging.getLogger("sweep.sink")
 
 # Columns copied from the worker's record into the trials row (everything else comes from the plan).
 RECORD_COLUMNS = (
-    "status", "error", "top1", "top5", "val_loss", "params", "params_attention", "params_mlp",
+    "status", "error", "top1", "top5", "accuracy", "val_loss", "params", "params_attention", "params_mlp",
     "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
-    "infer_samples_per_s", "latency_b1_ms", "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s",
-    "train_s", "kappa_probe_s", "dataset", "device", "started_at", "finished_at",
+    "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "kappa_mean",
+    "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len", "device",
+    "started_at", "finished_at",
 )  # fmt: skip
+# A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.
+EPOCH_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "val_accuracy": "accuracy", "val_loss": "val_loss",
+                 "epoch": "epochs_run", "step": "steps_run"}  # fmt: skip
 
 
 def git_sha() -> str:
@@ -72,15 +77,27 @@ def write_atomic(table, path: Path) -> None:
             temporary.unlink()
 
 
-def record_space(results_dir: Path, space: str, sweep_id: str, profile, question, tolerance_top1) -> None:
-    """One ``spaces`` row for a sweep (or an import): the settings the analysis reads for the space."""
+def record_space(
+    results_dir: Path,
+    space: str,
+    sweep_id: str,
+    profile,
+    question,
+    metric: str = "top1",
+    metric_mode: str = "max",
+    tolerance: float | None = None,
+) -> None:
+    """One ``spaces`` row for a sweep (or an import): the settings the analysis reads for the space, its
+    headline metric, that metric's direction and the tolerance in its units (None: the analysis default)."""
     row = {
         "schema_version": SCHEMA_VERSION,
         "space": space,
         "sweep_id": sweep_id,
         "profile": profile,
         "question": question,
-        "tolerance_top1": tolerance_top1,
+        "metric": metric,
+        "metric_mode": metric_mode,
+        "tolerance": tolerance,
         "written_at": datetime.now(timezone.utc),
     }
     write_atomic(table_from_rows("spaces", [row]), Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
@@ -91,6 +108,9 @@ class TrialRows:
 
     def __init__(self, payload: dict, sweep_id: str, trial_id: str, sha: str):
         self.payload, self.sweep_id, self.trial_id, self.sha = payload, sweep_id, trial_id, sha
+        # The headline metric, named by the plan (payloads from before it did: top-1, higher is better).
+        self.metric = payload.get("metric", "top1")
+        self.metric_mode = payload.get("metric_mode", "max")
 
     def identity(self) -> dict:
         p = self.payload
@@ -116,18 +136,16 @@ class TrialRows:
             "git_sha": self.sha,
             "trial_config": json.dumps(p["trial_config"], sort_keys=True),
             "restarts": restarts,
+            "metric": self.metric,
+            "metric_mode": self.metric_mode,
         }
         if record:
             row.update({k: record[k] for k in RECORD_COLUMNS if record.get(k) is not None})
+            row["score"] = record.get(self.metric)
         elif epochs:  # stopped early or lost: keep what the epochs said
             last = epochs[-1]
-            row.update(
-                top1=last.get("val_top1"),
-                top5=last.get("val_top5"),
-                val_loss=last.get("val_loss"),
-                epochs_run=last.get("epoch"),
-                steps_run=last.get("step"),
-            )
+            row.update({column: last.get(key) for key, column in EPOCH_COLUMNS.items()})
+            row["score"] = last.get(epoch_key(self.metric))
             kappas = [e for e in epochs if e.get("kappa_mean") is not None]
             if kappas:
                 row.update(kappa_mean=kappas[-1]["kappa_mean"], kappa_max=kappas[-1]["kappa_max"])
@@ -140,6 +158,10 @@ class TrialRows:
 
     def child_rows(self, rows: list[dict]) -> list[dict]:
         return [{**self.identity(), **row} for row in rows]
+
+    def epoch_rows(self, rows: list[dict]) -> list[dict]:
+        """Epochs rows, each with ``val_score``: the headline metric's held-out value after that epoch."""
+        return [{**row, "val_score": row.get(epoch_key(self.metric))} for row in self.child_rows(rows)]
 
 
 class ParquetSink(tune.Callback):
@@ -192,7 +214,7 @@ class ParquetSink(tune.Callback):
         trial_row["node_id"] = self._nodes.get(trial.trial_id)
         tables = {
             "trials": [trial_row],
-            "epochs": rows.child_rows(epochs),
+            "epochs": rows.epoch_rows(epochs),
             "kappa": rows.child_rows(kappa),
         }
         try:

@@ -2,7 +2,8 @@
 
 A space states the question it answers, the model family and fixed sizes, the axes to vary, how
 head_dim relates to d_model, further constraints, the baseline, seeds, data, training recipe, search
-(grid or Optuna), per-trial resources, and named budget profiles that override any of these.
+(grid or Optuna), per-trial resources, the headline metric the analysis judges it on (with its direction
+and tolerance), and named budget profiles that override any of these.
 
 Loading reports every problem in the file at once (file, key path, rule, value, fix) as a
 :class:`~sweep.errors.SpaceError`; nothing runs when a space is invalid.
@@ -20,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sweep.errors import MISSING, ConfigIssue, SpaceError, UnknownSpaceError
+from sweep.metrics import DEFAULT_METRIC, METRICS
 from workers.config import DataSpec, ProbeSpec, TrainSpec
 from workers.models import FAMILIES
 
@@ -27,10 +29,12 @@ SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
 HEAD_DIM_RULES = ("fixed_d_model", "fixed_head_dim")
 
-# Metrics every finished trial reports; Optuna objectives and schedulers may only use these.
+# Metrics a finished trial reports; Optuna objectives and schedulers may only use these. The headline
+# ones (top1, top5, accuracy, val_loss) only where the space's data set reports them (sweep/metrics.py).
 REPORTED_METRICS = {
     "top1": "top-1 accuracy on held-out data, percent",
     "top5": "top-5 accuracy, percent",
+    "accuracy": "sequence classification accuracy on held-out data, percent",
     "val_loss": "held-out cross-entropy",
     "params": "parameters",
     "flops_per_sample": "forward FLOPs per image",
@@ -41,7 +45,7 @@ REPORTED_METRICS = {
     "kappa_mean": "mean over layers of median κ",
 }
 # Metrics known after every epoch, so an early-stopping scheduler can compare trials on them.
-EPOCH_METRICS = ("top1", "val_loss", "kappa_mean")
+EPOCH_METRICS = ("top1", "accuracy", "val_loss", "kappa_mean")
 
 
 class Strict(BaseModel):
@@ -77,13 +81,23 @@ AxisValues = Annotated[list[PositiveInt], Field(min_length=1)] | Range
 
 
 class Axes(Strict):
-    """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only."""
+    """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only. ``family``: model families
+    to run side by side on the same shapes (a control, such as softmax attention beside the Nyströmformer);
+    each config is judged against its own family's baseline."""
 
     depth: AxisValues | None = None
     num_heads: AxisValues | None = None
     head_dim: AxisValues | None = None
     embed_dim: AxisValues | None = None
     mlp_dim: AxisValues | None = None
+    family: Annotated[list[str], Field(min_length=1)] | None = None
+
+    @field_validator("family")
+    @classmethod
+    def _unique_families(cls, families: list[str] | None) -> list[str] | None:
+        if families is not None and len(set(families)) != len(families):
+            raise ValueError(f"families must be unique, but got {families}; remove the repeats")
+        return families
 
     def values(self, name: str) -> list[int] | None:
         axis = getattr(self, name)
@@ -113,6 +127,10 @@ class ModelFixed(Strict):
     swept_stage: PositiveInt | None = None
     inner_dim: PositiveInt | None = None
     inner_heads: PositiveInt | None = None
+    # Sequence families: the Nyströmformer's landmarks and convolution, and their dropout.
+    num_landmarks: PositiveInt | None = None
+    conv_kernel_size: PositiveInt | None = None
+    dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
 
 
 class Constraints(Strict):
@@ -165,25 +183,49 @@ class Resources(Strict):
     max_concurrent_trials: PositiveInt | None = None
 
 
-class Analysis(Strict):
-    """How the analysis judges this space. ``tolerance_top1``: how many top-1 points below the baseline
-    still count as "holds" (choose it from the data set's seed noise; 0.5 suits ImageNet)."""
+class Metric(Strict):
+    """The headline metric the analysis judges this space on (known metrics: ``sweep/metrics.py``).
 
-    tolerance_top1: float = Field(default=0.5, gt=0.0)
+    ``name``: a metric the space's data set reports (``top1``, ``accuracy``, ``val_loss`` …). ``mode``:
+    ``max`` (higher is better) or ``min``; left out, the metric's own direction. ``tolerance``: how much
+    worse than the baseline, in the metric's own units (points of top-1, nats of loss), still counts as
+    "holds"; choose it from the data set's seed noise (0.5 points suits ImageNet top-1). Left out, the
+    metric's default (0.5 for percentages; metrics in other units have none and must give one).
+    """
+
+    name: str = Field(default=DEFAULT_METRIC, min_length=1)
+    mode: Literal["max", "min"] | None = None
+    tolerance: float | None = Field(default=None, gt=0.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_defaults(cls, data: Any) -> Any:
+        """Fill ``mode`` and ``tolerance`` from the registry where the file leaves them out."""
+        if not isinstance(data, dict):
+            return data
+        info = METRICS.get(str(data.get("name", DEFAULT_METRIC)))
+        if info is None:
+            return data
+        filled = {"mode": info.mode, "tolerance": info.default_tolerance}
+        return {**data, **{k: v for k, v in filled.items() if data.get(k) is None}}
 
 
 class Published(Strict):
     """A configuration from the paper's tables, to set beside the plan's own count (``sweep plan``).
 
-    ``shape``: the axis values that pick it out of the grid. ``params_m``: the published parameter count in
-    millions (ImageNet shape: 224 px, 1000 classes). ``mismatch``: when no reading of the published row
-    reproduces that count within 1%, why; left empty, the count must match (a test holds both to it).
+    ``shape``: the axis values that pick it out of the grid (of ``model.family`` when the space runs
+    several). ``params_m``: the published parameter count in millions (ImageNet rows: 224 px, 1000
+    classes); None when the paper gives none. ``score``: the published value of the space's headline
+    metric (``top1`` is its older name for vision rows). ``mismatch``: when no reading of the published
+    row reproduces that count within 1%, or there is no count, why; left empty, the count must match (a
+    test holds both to it).
     """
 
     label: str = Field(min_length=1)
     shape: dict[str, PositiveInt]
-    params_m: float = Field(gt=0.0)
+    params_m: float | None = Field(default=None, gt=0.0)
     top1: float | None = None
+    score: float | None = None
     mismatch: str | None = None
 
 
@@ -202,7 +244,7 @@ class Profile(Strict):
     search: dict[str, Any] | None = None
     scheduler: dict[str, Any] | None = None
     resources: dict[str, Any] | None = None
-    analysis: dict[str, Any] | None = None
+    metric: dict[str, Any] | None = None
     published: list[Any] | None = None
 
 
@@ -223,7 +265,7 @@ class Space(Strict):
     search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
-    analysis: Analysis = Analysis()
+    metric: Metric = Metric()
     published: list[Published] = []
     profiles: dict[str, Profile] = {}
     default_profile: str | None = None
@@ -239,6 +281,10 @@ class Space(Strict):
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be unique, but got {seeds}; remove the repeats")
         return seeds
+
+    def families(self) -> list[str]:
+        """The model families the space runs: ``axes.family`` in its order, else ``model.family``."""
+        return list(self.axes.family) if self.axes.family else [self.model.family]
 
     def axis_values(self, name: str) -> list[int]:
         """The values of one axis: the axis if given, else the fixed value, else empty."""
@@ -375,12 +421,24 @@ def profile_path(path: str, prefix: str, override: dict | None) -> str:
     return prefix + path
 
 
+# Keys a space file may still have from an older version: the rule and the fix it gets instead of "unknown".
+MOVED_KEYS = {
+    "analysis": (
+        "`analysis` was replaced by `metric`, the headline metric with its direction and tolerance",
+        "analysis.tolerance_top1 moved to metric.tolerance: write `metric: {name: top1, mode: max, "
+        "tolerance: X}` with the old value as X, and remove `analysis`",
+    ),
+}
+
+
 def pydantic_issue(error: dict, file: str, prefix: str, override: dict | None) -> ConfigIssue:
     """Turn one pydantic error into file, key path, rule, value and fix."""
     path = format_loc(error["loc"])
     value = error.get("input", MISSING) if error["type"] != "missing" else MISSING
-    rule = error["msg"].removeprefix("Value error, ")
-    return ConfigIssue(file, profile_path(path, prefix, override), rule, value, fix_hint(error))
+    rule, fix = error["msg"].removeprefix("Value error, "), fix_hint(error)
+    if error["type"] == "extra_forbidden" and error["loc"][-1] in MOVED_KEYS:
+        rule, fix = MOVED_KEYS[error["loc"][-1]]
+    return ConfigIssue(file, profile_path(path, prefix, override), rule, value, fix)
 
 
 def format_loc(loc: tuple) -> str:
@@ -441,7 +499,7 @@ SECTION_MODELS = {
     "scheduler": Scheduler,
     "resources": Resources,
     "search": OptunaSearchSpec,
-    "analysis": Analysis,
+    "metric": Metric,
 }
 
 

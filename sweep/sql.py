@@ -1,5 +1,11 @@
-"""DuckDB over the results folder: the three tables as views (one glob each), plus the analysis views
-in ``results/views.sql`` when present. Read-only: only queries are accepted."""
+"""DuckDB over the results folder: the tables as views (one glob each), plus the analysis views in
+``results/views.sql`` when present. Read-only: only queries are accepted.
+
+``trials``, ``epochs`` and ``spaces`` may hold files of several schema versions: their globs are
+``trials_files``, ``epochs_files`` and ``spaces_files``, and ``results/views.sql`` defines the tables over
+them with version-1 rows read as version 2 (metric ``top1``, mode ``max``, score = top-1; ``val_score`` =
+``val_top1``; ``tolerance_top1`` as ``tolerance``).
+"""
 
 from __future__ import annotations
 
@@ -17,31 +23,48 @@ from sweep.schema import ALL_TABLES, SCHEMAS
 
 VIEWS_SQL = Path(__file__).resolve().parent.parent / "results" / "views.sql"
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
+VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by views.sql
+
+
+def glob_view_name(table: str) -> str:
+    """The name of the view over a table's raw files: ``trials_files``, ``epochs_files``, ``kappa``."""
+    return f"{table}_files" if table in VERSIONED_TABLES else table
 
 
 def table_glob(results_dir: Path, table: str) -> str:
     return str(Path(results_dir).resolve() / table / "**" / "*.parquet")
 
 
-def connect(results_dir: Path, views_sql: Path | None = VIEWS_SQL) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with ``trials``, ``epochs`` and ``kappa`` as views over the Parquet files
-    (empty, correctly typed tables when a table has no file yet) and the analysis views."""
+def connect(
+    results_dir: Path, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with ``trials``, ``epochs``, ``kappa`` and ``spaces`` as views over the Parquet
+    files (empty, correctly typed tables when a table has no file yet) and the analysis views.
+
+    ``tolerance``: one tolerance for every space's verdicts, in each metric's own units (``SET VARIABLE
+    tolerance``, which ``vs_baseline`` reads); None keeps each space's own.
+    """
     con = duckdb.connect(":memory:")
     for table in ALL_TABLES:
-        pattern = table_glob(results_dir, table)
+        pattern, name = table_glob(results_dir, table), glob_view_name(table)
         if any(Path(results_dir).glob(f"{table}/**/*.parquet")):
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
         else:
             empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
-            con.execute(f"CREATE TABLE {table} AS SELECT * FROM empty")
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
+    if tolerance is not None:
+        con.execute("SET VARIABLE tolerance = ?", [float(tolerance)])
     if views_sql is not None and views_sql.exists():
         con.execute(without_base_tables(views_sql.read_text()))
+    else:  # no analysis views: the versioned tables as their files are
+        for table in VERSIONED_TABLES:
+            con.execute(f"CREATE VIEW {table} AS FROM {glob_view_name(table)}")
     return con
 
 
 def without_base_tables(sql: str) -> str:
-    """The views file minus its block that defines trials/epochs/kappa relative to the working folder
-    (for the plain duckdb shell); here those are already defined over the chosen results folder."""
+    """The views file minus its block that defines the tables' globs relative to the working folder (for the
+    plain duckdb shell); here those are already defined over the chosen results folder."""
     start, end = "-- @base-tables-begin", "-- @base-tables-end"
     if start not in sql:
         return sql
@@ -62,9 +85,9 @@ def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
             )
 
 
-def run_query(results_dir: Path, query: str) -> tuple[list[str], list[tuple]]:
-    """Run a read-only query; return column names and rows."""
-    con = connect(results_dir)
+def run_query(results_dir: Path, query: str, tolerance: float | None = None) -> tuple[list[str], list[tuple]]:
+    """Run a read-only query; return column names and rows. ``tolerance``: as in :func:`connect`."""
+    con = connect(results_dir, tolerance=tolerance)
     check_read_only(con, query)
     try:
         relation = con.sql(query)

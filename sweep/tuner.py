@@ -18,6 +18,7 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from sweep.errors import DataUnavailableError
+from sweep.metrics import record_key
 from sweep.plan import SHAPE_KEYS, Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
@@ -72,8 +73,7 @@ def tune_trial(config: dict, arrays=None) -> None:
     }
 
     def on_epoch(row: dict, kappa_rows: list[dict], snapshot) -> None:
-        metrics = {"top1": row["val_top1"], "val_loss": row["val_loss"], "kappa_mean": row["kappa_mean"]}
-        known = {name: value for name, value in metrics.items() if value is not None}
+        known = epoch_metrics(row)
         with tempfile.TemporaryDirectory() as folder:
             torch.save(snapshot(), Path(folder) / CHECKPOINT_FILE)
             checkpoint = tune.Checkpoint.from_directory(folder)
@@ -85,6 +85,15 @@ def tune_trial(config: dict, arrays=None) -> None:
         **{name: record.get(name) for name in REPORTED_METRICS if record.get(name) is not None},
     }
     tune.report({**final, "status": record["status"], "record": record})
+
+
+def epoch_metrics(row: dict) -> dict:
+    """What an epoch reports to Tune, for schedulers and searchers: every held-out metric of the epoch row
+    under the record's name (``val_top1`` → ``top1``, ``val_accuracy`` → ``accuracy``, ``val_loss`` as is)
+    and ``kappa_mean``; metrics without a value are left out."""
+    metrics = {record_key(key): value for key, value in row.items() if key.startswith("val_")}
+    metrics["kappa_mean"] = row.get("kappa_mean")
+    return {name: value for name, value in metrics.items() if value is not None}
 
 
 def last_checkpoint() -> dict | None:
@@ -125,7 +134,7 @@ class DefineByRun:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.varying = [k for k in SHAPE_KEYS if len({getattr(c.shape, k) for c in plan.configs}) > 1]
+        self.varying = [k for k in (*SHAPE_KEYS, "family") if len({getattr(c.shape, k) for c in plan.configs}) > 1]
 
     def __call__(self, trial) -> dict:
         candidates: list[PlannedConfig] = self.plan.configs
@@ -251,8 +260,16 @@ def run_sweep(
     grid = plan.space.search.kind == "grid"
     total = len(plan.trials()) if grid else plan.space.search.num_trials
     sink = ParquetSink(results_dir, sweep_id)
+    metric = plan.space.metric
     record_space(
-        results_dir, plan.space_name, sweep_id, plan.profile, plan.space.question, plan.space.analysis.tolerance_top1
+        results_dir,
+        plan.space_name,
+        sweep_id,
+        plan.profile,
+        plan.space.question,
+        metric.name,
+        metric.mode,
+        metric.tolerance,
     )
     callbacks = [sink, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
     tuner = tune.Tuner(

@@ -7,6 +7,14 @@ import torch
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_data_cache(tmp_path_factory):
+    """Generated data (ListOps) is cached under $SWEEP_CACHE_DIR: one folder for this test session, never
+    the user's ~/.cache. Set before any Ray worker starts, so workers see it too."""
+    os.environ["SWEEP_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
 @pytest.fixture
 def tiny_vit_config():
     """A small ViT on the embedded digits: trains in seconds on a CPU."""

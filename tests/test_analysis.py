@@ -124,7 +124,7 @@ def test_tolerance_is_a_setting(planted):
 def test_a_space_carries_its_own_tolerance(planted):
     from sweep.sink import record_space
 
-    record_space(planted, "plant", "later", None, "q", 20.0)
+    record_space(planted, "plant", "later", None, "q", "top1", "max", 20.0)
     assert query(planted, "SELECT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4") == [
         {"verdict": "holds", "tolerance": 20.0}
     ]
@@ -157,8 +157,8 @@ def test_import_rejects_a_file_with_bad_rows_whole(tmp_path):
 def test_import_rejects_unknown_columns_and_duplicates(tmp_path):
     results = tmp_path / "results"
     row = trial_row("dup", 4, 4, 0, 90.0)
-    with pytest.raises(ImportRejected, match="unknown columns accuracy"):
-        import_file(write_csv(tmp_path / "a.csv", [{**row, "accuracy": 1}]), results)
+    with pytest.raises(ImportRejected, match="unknown columns bleu"):
+        import_file(write_csv(tmp_path / "a.csv", [{**row, "bleu": 1}]), results)
     with pytest.raises(ImportRejected, match=r"row 2: same .* as row 1"):
         import_file(write_csv(tmp_path / "b.csv", [row, row]), results)
     import_file(write_csv(tmp_path / "c.csv", [row]), results)

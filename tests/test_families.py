@@ -56,8 +56,10 @@ def small_spec(family: str, img_size: int = 32, **overrides) -> ModelSpec:
     return ModelSpec(family=family, img_size=img_size, in_chans=1, num_classes=10, **{**SMALL[family], **overrides})
 
 
-def test_every_registered_family_has_a_small_shape_here():
-    assert set(SMALL) == set(FAMILIES) == set(KINDS) == set(TOKENS)
+def test_every_registered_image_family_has_a_small_shape_here():
+    """(The sequence families have their own tests: tests/test_sequence_families.py.)"""
+    image_families = {name for name, family in FAMILIES.items() if family.modality == "image"}
+    assert set(SMALL) == image_families == set(KINDS) == set(TOKENS)
 
 
 # --- κ against a direct computation ------------------------------------------------------------------------
@@ -286,10 +288,14 @@ def test_sweep_plan_prints_published_counts_beside_planned_ones_and_the_swept_st
 
     assert main(["plan", "xcit_l"]) == 0
     out = capsys.readouterr().out
-    assert "published XCiT-L lean (depth 12, num_heads 24): 103.8M, planned 103.79M (-0.0%): reproduced" in out
+    assert (
+        "published XCiT-L lean (depth 12, num_heads 24): 103.8M, top1 82.4, planned 103.79M (-0.0%): reproduced" in out
+    )
     assert main(["plan", "tnt_b"]) == 0
     out = capsys.readouterr().out
-    assert "published TNT-B lean (depth 8, num_heads 16): 30.9M, planned 44.02M (+42.4%): NOT reproduced" in out
+    assert (
+        "published TNT-B lean (depth 8, num_heads 16): 30.9M, top1 82.3, planned 44.02M (+42.4%): NOT reproduced" in out
+    )
     assert "why: At d_model 640" in out
     assert main(["plan", "davit_b", "--profile", "smoke"]) == 0
     out = capsys.readouterr().out

@@ -22,8 +22,9 @@ def test_every_shipped_space_and_profile_validates_and_plans(name):
     for profile in all_profiles(name):
         space_name, space, chosen = load_space(name, profile)
         plan = make_plan(space_name, space, chosen)
-        assert plan.configs and plan.baseline.is_baseline
-        assert sum(c.is_baseline for c in plan.configs) == 1
+        assert plan.configs and plan.baseline.is_baseline and plan.baseline.shape.family == space.model.family
+        baselines = [c.shape.family for c in plan.configs if c.is_baseline]
+        assert sorted(baselines) == sorted(space.families())  # one per family
         assert len({c.config_id for c in plan.configs}) == len(plan.configs)
         assert space.question.strip()
 
@@ -136,8 +137,28 @@ MALFORMED = {
     "wrong type": ("seeds: [0]", "seeds: zero", "seeds", "valid list"),
     "objective no trial reports": (
         "seeds: [0]",
-        "seeds: [0]\nsearch: {kind: optuna, num_trials: 2, objectives: [{metric: accuracy, mode: max}]}",
+        "seeds: [0]\nsearch: {kind: optuna, num_trials: 2, objectives: [{metric: bleu, mode: max}]}",
         "search.objectives[0].metric", "no trial reports this metric",
+    ),
+    "objective the data set does not report": (
+        "seeds: [0]",
+        "seeds: [0]\nsearch: {kind: optuna, num_trials: 2, objectives: [{metric: accuracy, mode: max}]}",
+        "search.objectives[0].metric", "data set 'digits' does not report this metric",
+    ),
+    "metric mode against its direction": (
+        "seeds: [0]", "seeds: [0]\nmetric: {name: val_loss, mode: max, tolerance: 0.05}", "metric.mode",
+        "must be min for val_loss (lower is better) (got 'max'); fix: write mode: min",
+    ),
+    "metric the data set does not report": (
+        "seeds: [0]", "seeds: [0]\nmetric: {name: accuracy}", "metric.name",
+        "must be a metric that data set 'digits' reports (got 'accuracy'); fix: digits reports: top1, top5, val_loss",
+    ),
+    "loss without a tolerance": (
+        "seeds: [0]", "seeds: [0]\nmetric: {name: val_loss}", "metric.tolerance", "no default tolerance",
+    ),
+    "analysis left over": (
+        "seeds: [0]", "seeds: [0]\nanalysis: {tolerance_top1: 2.0}", "analysis",
+        "fix: analysis.tolerance_top1 moved to metric.tolerance",
     ),
     "unknown search kind": ("seeds: [0]", "seeds: [0]\nsearch: {kind: bayes}", "search", "kind"),
     "range low above high": ("depth: [1, 2]", "depth: {low: 4, high: 1}", "axes.depth", "`low <= high` must hold"),
@@ -159,6 +180,27 @@ def test_malformed_space_reports_file_path_rule_and_value(tmp_path, case):
     matching = [line for line in lines if f": {path}:" in line and rule in line]
     assert matching, f"{case}: no issue at {path} with {rule!r} in {lines}"
     assert str(file.name) in matching[0]
+
+
+def test_metric_takes_its_direction_and_reaches_the_trials(tmp_path):
+    file = write_space(tmp_path, VALID.replace("{axes}", DEFAULT_AXES) + "metric: {name: val_loss, tolerance: 0.05}\n")
+    name, space, profile = load_space(str(file))
+    assert (space.metric.name, space.metric.mode, space.metric.tolerance) == ("val_loss", "min", 0.05)
+    payload = make_plan(name, space, profile).trials()[0]
+    assert (payload["metric"], payload["metric_mode"]) == ("val_loss", "min")
+    _, default, _ = load_space("vit_b_fixed_mlp")
+    assert (default.metric.name, default.metric.mode, default.metric.tolerance) == ("top1", "max", 0.5)
+    assert load_space("local_digits")[1].metric.tolerance == 2.0
+
+
+def test_analysis_in_a_profile_is_reported_where_it_is(tmp_path):
+    text = VALID.replace("{axes}", DEFAULT_AXES).replace(
+        "smoke: {description: even smaller,", "smoke: {analysis: {tolerance_top1: 1.0}, description: even smaller,"
+    )
+    with pytest.raises(SpaceError) as info:
+        load_space(str(write_space(tmp_path, text)))
+    issue = next(i for i in info.value.issues if i.path.endswith("analysis"))
+    assert issue.path == "profiles.smoke.analysis" and "moved to metric.tolerance" in issue.fix
 
 
 def test_every_problem_is_reported_together(tmp_path):

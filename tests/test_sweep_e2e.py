@@ -70,6 +70,7 @@ def assert_parquet_equals_reports(results, recorder, sweep_id):
     for trial in trials:
         record = recorder.records[trial["trial_id"]]
         assert trial["status"] == record["status"] and trial["error"] == record.get("error")
+        assert (trial["metric"], trial["metric_mode"], trial["score"]) == ("top1", "max", record.get("top1"))
         for column in (
             "top1",
             "top5",
@@ -90,6 +91,7 @@ def assert_parquet_equals_reports(results, recorder, sweep_id):
         assert (config["model"]["depth"], config["model"]["mlp_dim"]) == (trial["depth"], trial["mlp_dim"])
         epochs = rows(results, f"SELECT * FROM epochs WHERE trial_id = '{trial['trial_id']}' ORDER BY epoch")
         assert [e["val_top1"] for e in epochs] == [e["val_top1"] for e in record["epochs"]]
+        assert [e["val_score"] for e in epochs] == [e["val_top1"] for e in epochs]
         kappa = rows(results, f"SELECT * FROM kappa WHERE trial_id = '{trial['trial_id']}' ORDER BY epoch, layer")
         assert [k["kappa"] for k in kappa] == [k["kappa"] for k in record["kappa"]]
     return trials

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 
 class StrictModel(BaseModel):
@@ -34,7 +34,9 @@ class ModelSpec(StrictModel):
     stage's MLP is ``mlp_dim / embed_dim`` times its width.
 
     TNT's inner (pixel-level) transformer: ``inner_dim`` (default ``embed_dim // 16``) and ``inner_heads``
-    (default 4), as timm's tnt_s/tnt_b. Which fields a family accepts is checked by the family
+    (default 4), as timm's tnt_s/tnt_b. Sequence families read ``seq_len``, ``vocab_size`` (from the data),
+    ``num_landmarks``, ``conv_kernel_size`` and ``dropout``; their image fields keep their defaults unused.
+    Which fields a family accepts is checked by the family
     (``workers.families``); a field it cannot take is an error, never ignored.
     """
 
@@ -56,6 +58,13 @@ class ModelSpec(StrictModel):
     swept_stage: int | None = Field(default=None, ge=1)
     inner_dim: int | None = Field(default=None, ge=1)
     inner_heads: int | None = Field(default=None, ge=1)
+    # Sequence families (workers/families/nystromformer.py, softmax_encoder.py). seq_len and vocab_size come
+    # from the data set, as img_size and num_classes do; the rest from the space.
+    seq_len: int | None = Field(default=None, ge=1, description="tokens per sample, padding included")
+    vocab_size: int | None = Field(default=None, ge=2, description="token ids 0 … vocab_size-1; 0 pads")
+    num_landmarks: int | None = Field(default=None, ge=1, description="Nyströmformer: segment means per head")
+    conv_kernel_size: int | None = Field(default=None, ge=1, description="Nyströmformer: depthwise conv on V")
+    dropout: float | None = Field(default=None, ge=0.0, lt=1.0, description="sequence families' dropout")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelSpec:
@@ -112,15 +121,53 @@ class ModelSpec(StrictModel):
         return stages
 
 
+SEQUENCE_DATA_SETS = ("listops", "lra_listops")  # token sequences; the other data sets are images
+
+
+class ListOpsSpec(StrictModel):
+    """ListOps generated with the Long-Range Arena's grammar (``workers/listops.py`` defines every term).
+    The defaults are LRA's. Rows are kept when ``min_length < length < max_length`` (strict; the length
+    counts tokens, parentheses not included). ``seed`` is the data set's generation seed: the same for every
+    trial of a sweep, not the trial seed."""
+
+    max_depth: int = Field(default=10, ge=1, description="operators nest at most max_depth - 1 deep")
+    max_args: int = Field(default=10, ge=2, description="arguments per operator: 2 … max_args")
+    min_length: int = Field(default=500, ge=0, description="rows kept have length > min_length")
+    max_length: int = Field(default=2000, ge=2, description="rows kept have length < max_length")
+    train_rows: int = Field(default=96000, ge=1)
+    val_rows: int = Field(default=2000, ge=1)
+    test_rows: int = Field(default=2000, ge=1)
+    seed: int = Field(default=0, description="generation seed of the data set, shared by every trial")
+
+    @model_validator(mode="after")
+    def _lengths_possible(self) -> ListOpsSpec:
+        self.options()  # ValueError stating the rule and the values when no row can be kept
+        return self
+
+    def options(self):
+        """The grammar's parameters as :class:`workers.listops.ListOpsOptions`."""
+        from workers.listops import ListOpsOptions
+
+        return ListOpsOptions(self.max_depth, self.max_args, self.min_length, self.max_length)
+
+
 class DataSpec(StrictModel):
-    """Where the trial's images come from. Nothing is ever downloaded.
+    """Where the trial's images or token sequences come from. Nothing is ever downloaded.
 
     - ``digits``: scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes), embedded.
     - ``cifar10`` / ``cifar100``: torchvision's on-disk format under ``root`` (or ``$CIFAR_ROOT``).
     - ``imagefolder``: ``root/train/<class>/*`` and ``root/val/<class>/*`` (or ``$IMAGENET_ROOT``).
+    - ``listops``: ListOps generated with LRA's grammar (options in ``listops``, LRA's by default), cached
+      under ``$SWEEP_CACHE_DIR/listops/``.
+    - ``lra_listops``: LRA's own ``basic_{train,val,test}.tsv`` under ``root`` (or ``$LRA_ROOT``).
+
+    The two sequence data sets need ``seq_len`` (tokens per sample after truncation and padding) and score
+    the headline metric on ``eval_split``; ``limit_train`` / ``limit_val`` keep the first rows (``limit_val``
+    of the eval split). For image data sets ``seq_len``, ``eval_split`` and ``listops`` are errors, and are
+    left out of the dump so image configs serialise exactly as before these fields existed.
     """
 
-    name: Literal["digits", "cifar10", "cifar100", "imagefolder"] = "digits"
+    name: Literal["digits", "cifar10", "cifar100", "imagefolder", "listops", "lra_listops"] = "digits"
     root: str | None = None
     img_size: int | None = Field(default=None, ge=1, description="resize to this; None keeps the native size")
     num_classes: int | None = Field(
@@ -133,6 +180,56 @@ class DataSpec(StrictModel):
     num_workers: int = Field(default=2, ge=0, description="DataLoader workers for on-disk data sets")
     limit_train: int | None = Field(default=None, ge=1, description="use only the first N training images")
     limit_val: int | None = Field(default=None, ge=1, description="use only the first N validation images")
+    seq_len: int | None = Field(
+        default=None, ge=1, description="sequence data: tokens per sample after truncation and padding"
+    )
+    eval_split: Literal["val", "test"] = Field(
+        default="val", description="sequence data: the held-out split the headline metric is scored on"
+    )
+    listops: ListOpsSpec | None = Field(default=None, description="name: listops only; None means LRA's options")
+
+    @model_validator(mode="after")
+    def _fields_fit_the_data_set(self) -> DataSpec:
+        if self.name in SEQUENCE_DATA_SETS:
+            if self.seq_len is None:
+                raise ValueError(
+                    f"seq_len is required for the sequence data set {self.name!r} (tokens per sample after "
+                    "truncation and padding; LRA uses 2000), but got (seq_len=None)"
+                )
+            if self.img_size is not None:
+                raise ValueError(
+                    f"img_size is for image data sets, but got (name={self.name!r}, img_size={self.img_size}); "
+                    "sequence data sets take seq_len"
+                )
+            if self.listops is not None and self.name != "listops":
+                raise ValueError(
+                    f"listops options only go with name: listops (lra_listops reads LRA's files as they are), "
+                    f"but got (name={self.name!r}, listops={self.listops.model_dump()})"
+                )
+            return self
+        wrong = {
+            "seq_len": self.seq_len,
+            "eval_split": self.eval_split if self.eval_split != "val" else None,
+            "listops": self.listops,
+        }
+        given = [name for name, value in wrong.items() if value is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for the sequence data sets "
+                f"({', '.join(SEQUENCE_DATA_SETS)}), but got "
+                f"(name={self.name!r}, " + ", ".join(f"{name}={getattr(self, name)!r}" for name in given) + ")"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_without_sequence_fields_for_images(self, handler):
+        """Image data sets dump without seq_len, eval_split and listops (always unset there), so their
+        configs, and the ids hashed from them, stay what they were before sequence data existed."""
+        dumped = handler(self)
+        if self.name not in SEQUENCE_DATA_SETS and isinstance(dumped, dict):
+            for name in ("seq_len", "eval_split", "listops"):
+                dumped.pop(name, None)
+        return dumped
 
 
 class TrainSpec(StrictModel):

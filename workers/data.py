@@ -6,10 +6,14 @@ Two kinds of source:
   trial's device, which keeps small-image training from being bound by a DataLoader.
 - *on disk* (ImageNet-style class folders): a torchvision ``ImageFolder`` and a ``DataLoader`` with
   timm's usual train and eval transforms, read by each worker from a shared file system.
+
+Token sequences (ListOps, generated or LRA's files) are in memory too (:class:`SequenceSplits`), batched as
+``{"input_ids", "attention_mask"}`` dicts by :class:`SequenceBatches`; ``workers/listops.py`` defines the data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 from collections.abc import Iterator
@@ -20,10 +24,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from workers.config import DataSpec
+from workers import listops
+from workers.config import SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
+LRA_ROOT_ENV = listops.LRA_ROOT_ENV
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
@@ -57,6 +63,36 @@ class ArraySplits:
     @property
     def native_size(self) -> int:
         return int(self.x_train.shape[2])
+
+
+@dataclass(frozen=True)
+class SequenceSplits:
+    """A token-sequence data set in memory (ListOps), plain numpy like :class:`ArraySplits`.
+
+    ``ids_*``: (N, seq_len) token ids, each row's first ``seq_len`` ids then 0 (padding), stored as uint8
+    when the vocabulary fits (it does for ListOps: 8× less to hold and to share than int64); ``lengths_*``:
+    int64 (N,), real tokens per row after truncation (the attention mask is ``position < length``);
+    ``y_*``: int64 (N,) labels 0 … num_classes-1. ``*_train`` is the training split, ``*_eval`` the held-out
+    split named by ``eval_split`` (``val`` or ``test``) that the headline metric is scored on. Token ids are
+    ``workers.listops``'s fixed vocabulary (``vocab_size`` ids, 0 pads).
+    """
+
+    name: str
+    ids_train: np.ndarray
+    lengths_train: np.ndarray
+    y_train: np.ndarray
+    ids_eval: np.ndarray
+    lengths_eval: np.ndarray
+    y_eval: np.ndarray
+    eval_split: str
+    seq_len: int
+    vocab_size: int = listops.VOCAB_SIZE
+    num_classes: int = listops.NUM_CLASSES
+
+    def __post_init__(self):
+        if self.vocab_size <= 256:  # ids 0 … 255 fit a byte; batches are widened to int64 on the device
+            object.__setattr__(self, "ids_train", np.asarray(self.ids_train, dtype=np.uint8))
+            object.__setattr__(self, "ids_eval", np.asarray(self.ids_eval, dtype=np.uint8))
 
 
 # --- loading ----------------------------------------------------------------------------------------------
@@ -120,8 +156,20 @@ def require_local_data(spec: DataSpec) -> Path | None:
     """The data set's root once every file or folder it needs is there (None for the embedded digits);
     otherwise a :class:`DataNotFoundError` naming the path and how to point elsewhere. Reads nothing,
     so the driver can check in seconds before anything starts."""
-    if spec.name == "digits":
-        return None
+    if spec.name in ("digits", "listops"):
+        return None  # embedded, or generated here
+    if spec.name == "lra_listops":
+        root = resolve_root(spec, LRA_ROOT_ENV)
+        missing = [name for name in listops.SPLIT_FILES.values() if not (root / name).is_file()]
+        if missing:
+            raise DataNotFoundError(
+                f"lra_listops: expected LRA's ListOps files under {root}, but {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} missing. Point `data.root` / ${LRA_ROOT_ENV} at the folder "
+                "holding basic_train.tsv, basic_val.tsv and basic_test.tsv (LRA's release: "
+                "lra_release/listops-1000/), or write generated ones with `sweep data export listops --rows N "
+                "--out DIR`. Nothing is downloaded."
+            )
+        return root
     if spec.name == "imagefolder":
         root = resolve_root(spec, IMAGENET_ROOT_ENV)
         for split in ("train", "val"):
@@ -154,8 +202,63 @@ def load_cifar_arrays(spec: DataSpec) -> ArraySplits:
     return ArraySplits(spec.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True)
 
 
-def load_arrays(spec: DataSpec) -> ArraySplits | None:
-    """The in-memory splits for ``spec``, or None for on-disk data sets (read per worker)."""
+def load_listops_arrays(spec: DataSpec) -> SequenceSplits:
+    """ListOps generated with LRA's grammar (``spec.listops``, LRA's options when None) at ``spec.seq_len``,
+    through the disk cache (``workers.listops.load_or_generate``): generated once per machine, then read.
+    ``limit_train`` / ``limit_val`` keep the first rows of the training and eval splits."""
+    options = spec.listops or ListOpsSpec()
+    arrays = listops.load_or_generate(
+        options.options(), options.seed, options.train_rows, options.val_rows, options.test_rows, spec.seq_len
+    )
+    held_out = spec.eval_split
+    splits = SequenceSplits(
+        "listops",
+        arrays["train_ids"],
+        arrays["train_lengths"],
+        arrays["train_labels"],
+        arrays[f"{held_out}_ids"],
+        arrays[f"{held_out}_lengths"],
+        arrays[f"{held_out}_labels"],
+        held_out,
+        spec.seq_len,
+    )
+    return limit_sequences(splits, spec)
+
+
+def load_lra_listops_arrays(spec: DataSpec) -> SequenceSplits:
+    """LRA's ``basic_train.tsv`` and the eval split's ``basic_<eval_split>.tsv`` under ``data.root`` or
+    ``$LRA_ROOT``, tokenised as LRA does and truncated to ``seq_len`` (its first tokens kept), padded with 0.
+    ``limit_train`` / ``limit_val`` read only the first rows."""
+    root = require_local_data(spec)
+    parts = []
+    for split, limit in (("train", spec.limit_train), (spec.eval_split, spec.limit_val)):
+        rows = listops.read_tsv(root / listops.SPLIT_FILES[split], limit)
+        ids, lengths = listops.encode_batch((source for source, _ in rows), spec.seq_len)
+        parts += [ids, lengths, np.fromiter((label for _, label in rows), dtype=np.int64, count=len(rows))]
+    return SequenceSplits("lra_listops", *parts, spec.eval_split, spec.seq_len)
+
+
+def limit_sequences(splits: SequenceSplits, spec: DataSpec) -> SequenceSplits:
+    """Keep the first ``limit_train`` training rows and ``limit_val`` eval rows."""
+    train, held_out = slice(spec.limit_train), slice(spec.limit_val)
+    return dataclasses.replace(
+        splits,
+        ids_train=splits.ids_train[train],
+        lengths_train=splits.lengths_train[train],
+        y_train=splits.y_train[train],
+        ids_eval=splits.ids_eval[held_out],
+        lengths_eval=splits.lengths_eval[held_out],
+        y_eval=splits.y_eval[held_out],
+    )
+
+
+def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | None:
+    """The in-memory splits for ``spec`` (:class:`SequenceSplits` for token sequences), or None for on-disk
+    image data sets (read per worker)."""
+    if spec.name == "listops":
+        return load_listops_arrays(spec)
+    if spec.name == "lra_listops":
+        return load_lra_listops_arrays(spec)
     if spec.name == "digits":
         splits = load_digits_arrays(spec)
     elif spec.name in ("cifar10", "cifar100"):
@@ -187,13 +290,19 @@ def limit_splits(splits: ArraySplits, spec: DataSpec) -> ArraySplits:
 
 @dataclass(frozen=True)
 class DataMeta:
-    """What the model needs to know about the data: its input shape and number of classes."""
+    """What the model needs to know about the data: its input shape and number of classes.
+
+    Token sequences set ``seq_len`` (tokens per sample, padding included) and ``vocab_size``; their
+    ``in_chans`` and ``img_size`` are placeholders (1), not read for sequence models. ``val_size`` counts the
+    held-out split scored (``eval_split``)."""
 
     num_classes: int
     in_chans: int
     img_size: int
     train_size: int
     val_size: int
+    seq_len: int | None = None
+    vocab_size: int | None = None
 
 
 class TensorBatches:
@@ -242,6 +351,57 @@ class TensorBatches:
     def probe_images(self, count: int) -> torch.Tensor:
         """The first ``count`` validation images: a fixed batch, the same for every trial and epoch."""
         return self.x_val[:count]
+
+
+class SequenceBatches:
+    """Batches of token sequences from :class:`SequenceSplits`, held on the trial's device (ids in their
+    compact storage type, widened to int64 per batch; lengths, from which each batch's attention mask is
+    computed). Inputs are dicts
+    ``{"input_ids": (B, seq_len) int64, "attention_mask": (B, seq_len) int64, 1 real token, 0 padding}``."""
+
+    def __init__(self, splits: SequenceSplits, spec: DataSpec, device: torch.device):
+        if spec.seq_len is not None and spec.seq_len != splits.seq_len:
+            raise ValueError(
+                f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
+                f"seq_len={spec.seq_len}; load them again for this config"
+            )
+        self.splits = splits
+        self.device = device
+        self.ids_train = torch.as_tensor(splits.ids_train, device=device)
+        self.lengths_train = torch.as_tensor(splits.lengths_train, dtype=torch.long, device=device)
+        self.y_train = torch.as_tensor(splits.y_train, dtype=torch.long, device=device)
+        self.ids_val = torch.as_tensor(splits.ids_eval, device=device)
+        self.lengths_val = torch.as_tensor(splits.lengths_eval, dtype=torch.long, device=device)
+        self.y_val = torch.as_tensor(splits.y_eval, dtype=torch.long, device=device)
+        self.positions = torch.arange(splits.seq_len, device=device)
+
+    def _inputs(self, ids: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"input_ids": ids.long(), "attention_mask": (self.positions < lengths[:, None]).long()}
+
+    @property
+    def meta(self) -> DataMeta:
+        s = self.splits
+        return DataMeta(s.num_classes, 1, 1, len(self.y_train), len(self.y_val), s.seq_len, s.vocab_size)
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return len(self.y_train) // batch_size  # drop the ragged last batch: every step the same shape
+
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
+        """One epoch of shuffled training batches; the order comes from ``generator`` (the trial seed)."""
+        order = torch.randperm(len(self.y_train), generator=generator).to(self.device)
+        for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
+            index = order[start : start + batch_size]
+            yield self._inputs(self.ids_train[index], self.lengths_train[index]), self.y_train[index]
+
+    def val_batches(self, batch_size: int) -> Iterator[tuple]:
+        """The eval split (``data.eval_split``) in order, the last batch possibly smaller."""
+        for start in range(0, len(self.y_val), batch_size):
+            window = slice(start, start + batch_size)
+            yield self._inputs(self.ids_val[window], self.lengths_val[window]), self.y_val[window]
+
+    def probe_images(self, count: int) -> dict[str, torch.Tensor]:
+        """The first ``count`` eval rows: a fixed batch, the same for every trial and epoch."""
+        return self._inputs(self.ids_val[:count], self.lengths_val[:count])
 
 
 def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
@@ -326,9 +486,11 @@ class FolderBatches:
         return self._probe[:count]
 
 
-def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | None = None):
+def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | SequenceSplits | None = None):
     """Batch source for a trial. ``arrays`` are in-memory splits the driver already loaded (else loaded
     here); on-disk data sets are opened from their root."""
     if spec.name == "imagefolder":
         return FolderBatches(spec, device)
+    if spec.name in SEQUENCE_DATA_SETS:
+        return SequenceBatches(arrays if arrays is not None else load_arrays(spec), spec, device)
     return TensorBatches(arrays if arrays is not None else load_arrays(spec), spec, device)

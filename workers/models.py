@@ -17,6 +17,8 @@ from torch import nn
 from workers.config import ModelSpec
 from workers.families.base import Family, KappaLayer, ModelConfigError
 from workers.families.davit import DAVIT
+from workers.families.nystromformer import NYSTROMFORMER
+from workers.families.softmax_encoder import SOFTMAX_ENCODER
 from workers.families.tnt import TNT_FAMILY
 from workers.families.vit import DEIT, VIT
 from workers.families.volo import VOLO_FAMILY
@@ -24,7 +26,9 @@ from workers.families.xcit import XCIT
 
 __all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "build_model", "get_family"]
 
-FAMILIES: dict[str, Family] = {family.name: family for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY)}
+FAMILIES: dict[str, Family] = {
+    family.name: family for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER)
+}
 
 _DAVIT_B = dict(stage_depths=(1, 1, 9, 1), stage_heads=(4, 8, 16, 32), stage_dims=(128, 256, 512, 1024))
 _DAVIT_L = dict(stage_depths=(1, 1, 9, 1), stage_heads=(6, 12, 24, 48), stage_dims=(192, 384, 768, 1536))
@@ -112,9 +116,19 @@ def iter_modules_with_fused_attn(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def set_fused_attention(model: nn.Module, enabled: bool) -> None:
-    """Switch timm's fused SDPA on or off in every attention module (FLOP counting needs it off)."""
+    """Switch fused SDPA on or off in every attention module (FLOP counting needs it off): timm's
+    ``fused_attn`` flags, and the attention implementation of HF models (``sdpa`` or ``eager``)."""
     for module in iter_modules_with_fused_attn(model):
         module.fused_attn = enabled
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
+            config._attn_implementation = "sdpa" if enabled else "eager"
+
+
+def example_input(spec: ModelSpec, device: torch.device | str):
+    """One sample of the input the spec's family takes (an image, or a dict of token tensors)."""
+    return get_family(spec.family).example_input(spec, device)
 
 
 def build_on_meta(spec: ModelSpec) -> nn.Module:

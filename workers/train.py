@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from workers.batch import Inputs, forward
 from workers.config import TrainSpec
 
 
@@ -107,10 +108,11 @@ def make_context(model: nn.Module, spec: TrainSpec, device: torch.device, total_
     )
 
 
-def train_step(ctx: TrainContext, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """One optimiser step on one batch; returns the (detached) loss without synchronising the device."""
+def train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torch.Tensor:
+    """One optimiser step on one batch (images, or a dict of token tensors); returns the (detached) loss
+    without synchronising the device."""
     with autocast_for(ctx.device, ctx.spec):
-        loss = ctx.loss_fn(ctx.model(images), labels)
+        loss = ctx.loss_fn(forward(ctx.model, inputs), labels)
     ctx.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if ctx.spec.grad_clip_norm is not None:
@@ -146,14 +148,14 @@ def train_one_epoch(ctx: TrainContext, batches, warmup_steps_left: int) -> Epoch
     steps = timed_samples = 0
     timer_start = None
     lr = ctx.optimizer.param_groups[0]["lr"]
-    for images, labels in batches:
+    for inputs, labels in batches:
         if ctx.step >= ctx.total_steps:
             break
         if steps == warmup_steps_left:
             synchronize(ctx.device)
             timer_start = time.perf_counter()
         lr = ctx.optimizer.param_groups[0]["lr"]
-        loss_sum += train_step(ctx, images, labels)
+        loss_sum += train_step(ctx, inputs, labels)
         steps += 1
         if timer_start is not None:
             timed_samples += len(labels)
@@ -171,17 +173,21 @@ def check_finite(loss_sum: torch.Tensor, step: int) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec) -> dict[str, float]:
-    """Top-1 and top-5 accuracy in percent (as timm reports them) and mean cross-entropy on ``batches``.
+def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec, sequences: bool = False) -> dict:
+    """Held-out scores on ``batches``, with the metric names of the task:
 
-    Top-5 is computed with k = min(5, classes).
+    - images: ``top1`` and ``top5`` accuracy in percent (as timm reports them; top-5 with k = min(5,
+      classes)) and ``val_loss``;
+    - sequences (``sequences=True``): ``accuracy`` in percent (argmax equals the label) and ``val_loss``.
+
+    ``val_loss`` is the mean cross-entropy in nats over every held-out sample (no label smoothing).
     """
     model.eval()
     correct1 = correct5 = seen = 0
     loss_sum = 0.0
-    for images, labels in batches:
+    for inputs, labels in batches:
         with autocast_for(device, spec):
-            logits = model(images)
+            logits = forward(model, inputs)
         loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum").item()
         topk = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
         hits = topk == labels[:, None]
@@ -189,4 +195,6 @@ def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec) -
         correct5 += hits.any(dim=-1).sum().item()
         seen += len(labels)
     model.train()
+    if sequences:
+        return {"accuracy": 100.0 * correct1 / seen, "val_loss": loss_sum / seen}
     return {"top1": 100.0 * correct1 / seen, "top5": 100.0 * correct5 / seen, "val_loss": loss_sum / seen}

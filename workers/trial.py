@@ -26,6 +26,7 @@ from pathlib import Path
 import timm
 import torch
 
+from workers.batch import batch_size, head, tensors, tokens_per_sample
 from workers.config import ModelSpec, TrialConfig
 from workers.data import ArraySplits, DataMeta, open_batches
 from workers.models import build_model, num_tokens
@@ -156,6 +157,8 @@ def execute(
         train_images=data.meta.train_size,
         val_images=data.meta.val_size,
     )
+    if transformers_version() and spec.seq_len is not None:
+        fields["transformers_version"] = transformers_version()
     fields["flops_per_sample"] = forward_flops_per_sample(spec)
 
     model = build_model(spec).to(device)
@@ -234,7 +237,9 @@ def train_loop(
         loop.train_s += time.perf_counter() - epoch_start
         loop.timed_samples += stats.timed_samples
         loop.timed_s += stats.timed_s
-        scores = evaluate(ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train)
+        scores = evaluate(
+            ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train, spec.seq_len is not None
+        )
         last_epoch = ctx.step >= ctx.total_steps
         kappa_rows: list[dict] = []
         if last_epoch or (cfg.probes.kappa_every_epochs and epoch % cfg.probes.kappa_every_epochs == 0):
@@ -245,9 +250,7 @@ def train_loop(
         record.epochs.append(row)
         record.kappa.extend(kappa_rows)
         fields.update(
-            top1=scores["top1"],
-            top5=scores["top5"],
-            val_loss=scores["val_loss"],
+            scores,
             epochs_run=epoch,
             steps_run=ctx.step,
             train_s=loop.train_s,
@@ -256,11 +259,15 @@ def train_loop(
         if kappa_rows:
             fields.update(summarise_kappa(kappa_rows))
         fields["train_samples_per_s"] = loop.timed_samples / loop.timed_s if loop.timed_s > 0 else None
+        if spec.seq_len is not None and fields["train_samples_per_s"] is not None:
+            fields["train_tokens_per_s"] = fields["train_samples_per_s"] * spec.seq_len
+        headline, value = next(iter(scores.items()))
         log.info(
-            "epoch %d: loss %.4f  top1 %.2f%%  kappa %s  lr %.2e",
+            "epoch %d: loss %.4f  %s %.2f  kappa %s  lr %.2e",
             epoch,
             stats.train_loss,
-            scores["top1"],
+            headline,
+            value,
             f"{row['kappa_mean']:.3g}" if kappa_rows else "-",
             stats.lr,
         )
@@ -269,14 +276,14 @@ def train_loop(
 
 
 def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict], step: int) -> dict:
+    """The epoch's row: its held-out scores as ``val_<metric>`` (``val_top1``, ``val_accuracy``, ``val_loss``
+    …, whatever the task reports), training loss, κ summary and learning rate."""
     summary = summarise_kappa(kappa_rows) if kappa_rows else {"kappa_mean": None, "kappa_max": None}
     return {
         "epoch": epoch,
         "step": step,
         "train_loss": stats.train_loss,
-        "val_top1": scores["top1"],
-        "val_top5": scores["top5"],
-        "val_loss": scores["val_loss"],
+        **{name if name.startswith("val_") else f"val_{name}": value for name, value in scores.items()},
         "kappa_mean": summary["kappa_mean"],
         "kappa_max": summary["kappa_max"],
         "lr": stats.lr,
@@ -284,41 +291,44 @@ def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict
 
 
 def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: TrialRecord) -> None:
-    """Peak memory of one more training step, inference throughput and batch-1 latency."""
+    """Peak memory of one more training step, inference throughput and batch-1 latency (and, for token
+    sequences, throughput in tokens/s: samples/s × seq_len, the positions the model processes, padding
+    included)."""
     fields = record.fields
     generator = torch.Generator().manual_seed(cfg.seed + 1)
-    images, labels = next(iter(data.train_batches(cfg.train.batch_size, generator)))
+    inputs, labels = next(iter(data.train_batches(cfg.train.batch_size, generator)))
     if cfg.probes.memory:
         live = [
             *ctx.model.parameters(),
             *(p.grad for p in ctx.model.parameters()),
-            images,
+            *tensors(inputs),
             labels,
             *(t for state in ctx.optimizer.state.values() for t in state.values() if torch.is_tensor(t)),
         ]
-        peak, method = peak_train_step_memory(lambda: train_step(ctx, images, labels), ctx.device, live)
+        peak, method = peak_train_step_memory(lambda: train_step(ctx, inputs, labels), ctx.device, live)
         fields.update(peak_mem_bytes=peak, peak_mem_method=method, peak_mem_batch_size=cfg.train.batch_size)
-    eval_images = next(iter(data.val_batches(cfg.train.eval_batch_size)))[0]
+    eval_inputs = next(iter(data.val_batches(cfg.train.eval_batch_size)))[0]
     autocast = lambda: autocast_for(ctx.device, cfg.train)  # noqa: E731
     fields["infer_samples_per_s"] = inference_throughput(
-        ctx.model, eval_images, cfg.probes.throughput_warmup_steps, cfg.probes.throughput_steps, autocast
+        ctx.model, eval_inputs, cfg.probes.throughput_warmup_steps, cfg.probes.throughput_steps, autocast
     )
-    fields["infer_batch_size"] = len(eval_images)
+    fields["infer_batch_size"] = batch_size(eval_inputs)
     fields["latency_b1_ms"] = batch1_latency_ms(
-        ctx.model, eval_images, cfg.probes.throughput_warmup_steps, cfg.probes.latency_iters, autocast
+        ctx.model, head(eval_inputs, 1), cfg.probes.throughput_warmup_steps, cfg.probes.latency_iters, autocast
     )
+    seq_len = tokens_per_sample(eval_inputs)
+    if seq_len is not None:
+        fields["infer_tokens_per_s"] = fields["infer_samples_per_s"] * seq_len
 
 
 def spec_for_data(spec: ModelSpec, meta: DataMeta) -> ModelSpec:
-    """The model spec with its input size, channels and classes taken from the data (validated again)."""
-    return ModelSpec.model_validate(
-        {
-            **spec.model_dump(),
-            "img_size": meta.img_size,
-            "in_chans": meta.in_chans,
-            "num_classes": meta.num_classes,
-        }
-    )
+    """The model spec with its input shape and classes taken from the data (validated again): image size
+    and channels, or sequence length and vocabulary for token sequences."""
+    if getattr(meta, "seq_len", None) is not None:
+        from_data = {"seq_len": meta.seq_len, "vocab_size": meta.vocab_size}
+    else:
+        from_data = {"img_size": meta.img_size, "in_chans": meta.in_chans}
+    return ModelSpec.model_validate({**spec.model_dump(), **from_data, "num_classes": meta.num_classes})
 
 
 def shape_fields(spec: ModelSpec) -> dict:
@@ -334,7 +344,16 @@ def shape_fields(spec: ModelSpec) -> dict:
         "img_size": spec.img_size,
         "num_tokens": num_tokens(spec),
         "num_classes": spec.num_classes,
+        "seq_len": spec.seq_len,
     }
+
+
+def transformers_version() -> str | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return transformers.__version__
 
 
 def describe_device(device: torch.device) -> str:

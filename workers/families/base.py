@@ -18,7 +18,12 @@ from torch import nn
 from workers.config import ModelSpec
 
 # The spec fields that only some families accept (the rest apply to every family).
-OPTIONAL_FIELDS = ("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads")
+OPTIONAL_FIELDS = (
+    "head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads",
+    "seq_len", "vocab_size", "num_landmarks", "conv_kernel_size", "dropout",
+)  # fmt: skip
+# Of those, the ones the data set decides (as it decides img_size and num_classes), never a space's model.
+DATA_DERIVED_FIELDS = ("seq_len", "vocab_size")
 
 
 class ModelConfigError(ValueError):
@@ -38,10 +43,17 @@ class SpecProblem:
         return f"model.{self.field}={self.value!r}: {self.rule}; {self.fix}"
 
 
+class PerImageBlocks(list):
+    """A layer's blocks when images differ in N (sequences of different real lengths): one entry per
+    image, each (sub-blocks, N_i, D)."""
+
+
 # A layer's attention block: (module, the input it received, number of images) -> (images, sub-blocks, N, D),
-# or a list of such tensors when sub-blocks differ in N (DaViT's windows at a padded edge). Sub-blocks are
-# the windows (DaViT) or patches (TNT inner) one image splits into; 1 elsewhere.
-BlockFn = Callable[[nn.Module, torch.Tensor, int], torch.Tensor | list[torch.Tensor]]
+# or a list of such tensors when sub-blocks differ in N (DaViT's windows at a padded edge), or
+# PerImageBlocks when images do. Sub-blocks are the windows (DaViT) or patches (TNT inner) one image splits
+# into; 1 elsewhere. Layers with ``needs_mask`` also get the probe batch's padding mask (images, N), bool,
+# True for real tokens, as a fourth argument.
+BlockFn = Callable[..., torch.Tensor | list[torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -49,9 +61,10 @@ class KappaLayer:
     """An attention layer the κ probe measures: where it is, what kind it is, how to form its block A."""
 
     name: str
-    kind: str  # "self", "xca", "inner", "outer", "window", "channel", "outlook"
+    kind: str  # "self", "xca", "inner", "outer", "window", "channel", "outlook", "nystrom"
     module: nn.Module  # hooked for its input; the attention module, or the block that holds it
     block: BlockFn
+    needs_mask: bool = False  # sequences: the block also takes the padding mask
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,9 @@ class Family:
 
     ``accepts``: the optional spec fields (``OPTIONAL_FIELDS``) the family reads; any other that is set
     is an error. ``check`` returns further problems (rules between fields) without raising.
+    ``modality``: what its input is, ``image`` (a float tensor (B, C, H, W)) or ``sequence`` (a dict of
+    ``input_ids`` and ``attention_mask``, (B, seq_len) each); ``example_input`` builds one such input of
+    batch 1 on a device (FLOPs are counted on it).
     """
 
     name: str
@@ -71,6 +87,10 @@ class Family:
     num_tokens: Callable[[ModelSpec], int]
     accepts: tuple[str, ...] = ()
     check: Callable[[ModelSpec], list[SpecProblem]] = field(default=lambda spec: [])
+    modality: str = "image"
+    example_input: Callable[[ModelSpec, torch.device | str], object] = field(
+        default=lambda spec, device: image_input(spec, device)
+    )
 
     def problems(self, spec: ModelSpec) -> list[SpecProblem]:
         """Every reason this family cannot build ``spec`` (empty when it can)."""
@@ -90,6 +110,11 @@ class Family:
             return self.build(spec)
         except (AssertionError, ValueError, TypeError) as exc:  # not RuntimeError: out-of-memory stays oom
             raise ModelConfigError(f"timm cannot build {self.name} with {spec.model_dump()}: {exc}") from exc
+
+
+def image_input(spec: ModelSpec, device: torch.device | str):
+    """One image of the spec's size, channels first: (1, C, H, W)."""
+    return torch.empty(1, spec.in_chans, spec.img_size, spec.img_size, device=device)
 
 
 STAGED_FIELDS = ("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from workers.batch import forward
 from workers.config import ModelSpec
-from workers.models import build_on_meta, set_fused_attention
+from workers.models import build_on_meta, example_input, set_fused_attention
 
 
 def forward_flops_per_sample(spec: ModelSpec, meta_model: torch.nn.Module | None = None) -> int:
-    """FLOPs (not MACs: one multiply-add counts 2) of one forward pass on one image.
+    """FLOPs (not MACs: one multiply-add counts 2) of one forward pass on one sample: one image, or one
+    sequence of ``seq_len`` tokens (the task's padded length) for sequence families.
 
     Counted by ``FlopCounterMode`` on a meta-device copy of the model (shapes only, so it costs nothing
     and works for models that would not fit in memory). Fused attention is switched off for counting:
@@ -23,8 +25,7 @@ def forward_flops_per_sample(spec: ModelSpec, meta_model: torch.nn.Module | None
     """
     model = meta_model if meta_model is not None else build_on_meta(spec)
     set_fused_attention(model, False)
-    image = torch.empty(1, spec.in_chans, spec.img_size, spec.img_size, device="meta")
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model(image)
+        forward(model, example_input(spec, "meta"))
     return int(counter.get_total_flops())

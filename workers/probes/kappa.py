@@ -14,7 +14,9 @@ medians, and ``kappa_max`` the max over layers of the per-layer maxima. The ``at
 layer's row says which kind it is, so one kind can be averaged alone in SQL.
 
 The probe recomputes A from the layer's q, k and v rather than reading attention weights, because fused
-attention (SDPA) never materialises them. Singular values are computed in float64.
+attention (SDPA) never materialises them. Singular values are computed in float64; the sequence families
+also form A itself in float64 from the layer's input and weights. For token sequences N is each
+sample's real length: padding rows are dropped.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import statistics
 import torch
 from torch import nn
 
+from workers.batch import Inputs, batch_size, device_of, forward, padding_mask
 from workers.config import ModelSpec
+from workers.families.base import PerImageBlocks
 from workers.models import kappa_layers
 
 
@@ -38,19 +42,20 @@ def condition_number(matrices: torch.Tensor) -> torch.Tensor:
     return singular_values[..., 0] / singular_values[..., -1]
 
 
-def capture_attention_inputs(model: nn.Module, modules: list[nn.Module], images: torch.Tensor):
-    """Run ``model`` once on ``images`` and return each module's first input, in the given order."""
+def capture_attention_inputs(model: nn.Module, modules: list[nn.Module], images: Inputs):
+    """Run ``model`` once on ``images`` and return each module's first input (its hidden states), in the
+    given order."""
     captured: list[torch.Tensor | None] = [None] * len(modules)
 
     def make_hook(index: int):
-        def hook(_module, args):
-            captured[index] = args[0].detach()
+        def hook(_module, args, kwargs):
+            captured[index] = (args[0] if args else kwargs["hidden_states"]).detach()
 
         return hook
 
-    handles = [module.register_forward_pre_hook(make_hook(i)) for i, module in enumerate(modules)]
+    handles = [module.register_forward_pre_hook(make_hook(i), with_kwargs=True) for i, module in enumerate(modules)]
     try:
-        model(images)
+        forward(model, images)
     finally:
         for handle in handles:
             handle.remove()
@@ -59,15 +64,18 @@ def capture_attention_inputs(model: nn.Module, modules: list[nn.Module], images:
 
 def per_image_kappa(blocks: torch.Tensor | list[torch.Tensor]) -> list[float]:
     """κ of each image from its blocks (images, sub-blocks, N, D), or a list of such groups that differ
-    in N: the median over all of the image's sub-blocks."""
+    in N, or :class:`PerImageBlocks` (one (sub-blocks, N_i, D) per image): the median over all of the
+    image's sub-blocks."""
+    if isinstance(blocks, PerImageBlocks):
+        return [statistics.median(condition_number(block).cpu().tolist()) for block in blocks]
     groups = [blocks] if isinstance(blocks, torch.Tensor) else blocks
     kappas = torch.cat([condition_number(group) for group in groups], dim=1).cpu().tolist()
     return [statistics.median(per_block) for per_block in kappas]
 
 
 @torch.no_grad()
-def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: torch.Tensor) -> list[dict]:
-    """κ of every probed attention layer of ``model`` on ``images``:
+def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: Inputs) -> list[dict]:
+    """κ of every probed attention layer of ``model`` on ``images`` (or a dict of token sequences):
     [{layer, layer_name, attention, kappa, kappa_max}, …].
 
     ``kappa`` is the median over the images, ``kappa_max`` the max (module docstring has the definition).
@@ -75,14 +83,16 @@ def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: torch.Tensor) -> 
     computed in the model's own precision.
     """
     layers = kappa_layers(spec, model)
+    mask = padding_mask(images)
     was_training = model.training
     model.eval()
     try:
-        with torch.autocast(device_type=images.device.type, enabled=False):
+        with torch.autocast(device_type=device_of(images).type, enabled=False):
             inputs = capture_attention_inputs(model, [layer.module for layer in layers], images)
             rows = []
             for index, (layer, tokens) in enumerate(zip(layers, inputs, strict=True)):
-                kappas = per_image_kappa(layer.block(layer.module, tokens, len(images)))
+                extra = (mask,) if layer.needs_mask else ()
+                kappas = per_image_kappa(layer.block(layer.module, tokens, batch_size(images), *extra))
                 rows.append(
                     {
                         "layer": index,

@@ -9,14 +9,13 @@ import time
 import torch
 from torch import nn
 
+from workers.batch import Inputs, batch_size, device_of, forward, head
 from workers.train import synchronize
 
 
 @torch.inference_mode()
-def inference_throughput(
-    model: nn.Module, images: torch.Tensor, warmup_steps: int, timed_steps: int, autocast
-) -> float:
-    """Samples per second of ``model`` in eval mode on the batch ``images``, in steady state.
+def inference_throughput(model: nn.Module, inputs: Inputs, warmup_steps: int, timed_steps: int, autocast) -> float:
+    """Samples per second of ``model`` in eval mode on the batch ``inputs``, in steady state.
 
     ``warmup_steps`` untimed forward passes, then ``timed_steps`` passes timed as one window with the
     device synchronised at both ends. ``autocast`` is a factory for the trial's precision context.
@@ -24,30 +23,30 @@ def inference_throughput(
     model.eval()
     for _ in range(warmup_steps):
         with autocast():
-            model(images)
-    synchronize(images.device)
+            forward(model, inputs)
+    synchronize(device_of(inputs))
     start = time.perf_counter()
     for _ in range(timed_steps):
         with autocast():
-            model(images)
-    synchronize(images.device)
+            forward(model, inputs)
+    synchronize(device_of(inputs))
     elapsed = time.perf_counter() - start
     model.train()
-    return len(images) * timed_steps / elapsed
+    return batch_size(inputs) * timed_steps / elapsed
 
 
 @torch.inference_mode()
-def batch1_latency_ms(model: nn.Module, image: torch.Tensor, warmup_steps: int, iters: int, autocast) -> float:
-    """Median wall milliseconds of one forward pass on a single image (eval mode, device synchronised
-    after each pass), over ``iters`` passes after ``warmup_steps`` untimed ones."""
+def batch1_latency_ms(model: nn.Module, inputs: Inputs, warmup_steps: int, iters: int, autocast) -> float:
+    """Median wall milliseconds of one forward pass on a single sample, the first of ``inputs`` (eval mode,
+    device synchronised after each pass), over ``iters`` passes after ``warmup_steps`` untimed ones."""
     model.eval()
-    single = image[:1]
+    single = head(inputs, 1)
     times = []
     for i in range(warmup_steps + iters):
         start = time.perf_counter()
         with autocast():
-            model(single)
-        synchronize(single.device)
+            forward(model, single)
+        synchronize(device_of(single))
         if i >= warmup_steps:
             times.append((time.perf_counter() - start) * 1000.0)
     model.train()

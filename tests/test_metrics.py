@@ -1,0 +1,387 @@
+"""Metric-agnostic analysis: a planted break in a loss (lower is better) is found by the same views, edges,
+Pareto front and top-k as a break in top-1; version-1 files are still read (their score is top-1); a
+tolerance can be set per query; imports and the sink carry each space's metric, direction and tolerance."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sweep.cli import main
+from sweep.importer import ImportRejected, import_file
+from sweep.plan import Shape
+from sweep.report import write_report
+from sweep.rerun import select_configs
+from sweep.schema import SCHEMAS
+from sweep.sink import ParquetSink, record_space
+from sweep.space import SPACES_DIR_ENV
+from sweep.sql import run_query
+from tests.test_analysis import PLANTED_MEANS, VIEWS, trial_row
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    """Rows to CSV with the union of their keys as columns (a cell a row lacks is empty: null)."""
+    import csv
+
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def query(results, sql, tolerance=None):
+    columns, rows = run_query(results, sql, tolerance=tolerance)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def loss_row(space, depth, heads, seed, loss, baseline=(4, 4)):
+    """A trials row judged on val_loss (nats, lower is better), with no top-1 at all."""
+    row = trial_row(space, depth, heads, seed, None, baseline=baseline)
+    del row["top1"]
+    return {**row, "metric": "val_loss", "score": loss}
+
+
+# Planted truth in a loss, baseline depth 4 × 4 heads (head_dim 16 at d_model 64) at 0.40 nats, three seeds
+# of ±0.002 noise, tolerance 0.05 nats (recorded for the space as a sweep would):
+#   4 heads:  holds at depth 2 (+0.01), breaks at depth 1 (+0.20)     16 heads: better or within, down to 1
+#   1 head:   holds at 4 (+0.03), breaks at depth 2 already           64 heads: holds at 4, breaks at 2 and 1
+LOSS_MEANS = {(1, 1): 0.90, (2, 1): 0.70, (4, 1): 0.43, (1, 4): 0.60, (2, 4): 0.41, (4, 4): 0.40, (1, 16): 0.42,
+              (2, 16): 0.39, (4, 16): 0.38, (1, 64): 0.80, (2, 64): 0.50, (4, 64): 0.41}  # fmt: skip
+
+
+@pytest.fixture
+def planted_loss(tmp_path):
+    rows = [loss_row("loss", d, h, seed, mean + (seed - 1) * 0.002)
+            for (d, h), mean in LOSS_MEANS.items() for seed in range(3)]  # fmt: skip
+    results = tmp_path / "results"
+    assert import_file(write_csv(tmp_path / "loss.csv", rows), results) == {"loss": 36}
+    record_space(results, "loss", "sweep-1", None, "Where does the loss break?", "val_loss", "min", 0.05)
+    return results
+
+
+def test_planted_break_in_a_loss_is_found(planted_loss):
+    verdicts = {(v["depth"], v["num_heads"]): v for v in query(planted_loss, "FROM vs_baseline")}
+    assert {v["metric"] for v in verdicts.values()} == {"val_loss"}
+    assert {v["metric_mode"] for v in verdicts.values()} == {"min"}
+    assert {v["tolerance"] for v in verdicts.values()} == {0.05}
+    broken = verdicts[(1, 4)]
+    assert broken["verdict"] == "breaks" and broken["significant"]  # 0.20 nats *higher*: worse
+    assert broken["delta"] == pytest.approx(0.20) and broken["delta_lo"] > 0.05
+    better = verdicts[(4, 16)]
+    assert better["verdict"] == "holds" and better["delta"] == pytest.approx(-0.02)  # lower loss: fine
+    assert verdicts[(4, 1)]["verdict"] == "holds"  # +0.03: worse, but within the tolerance
+    assert verdicts[(4, 4)]["evidence"] == "baseline"
+
+
+def test_planted_loss_edges(planted_loss):
+    depth = {e["num_heads"]: (e["holds_down_to_depth"], e["breaks_at_depth"])
+             for e in query(planted_loss, "FROM depth_edge")}  # fmt: skip
+    assert depth == {1: (4, 2), 4: (2, 1), 16: (1, None), 64: (4, 2)}
+    head_dim = {e["depth"]: (e["holds_down_to_head_dim"], e["breaks_at_head_dim"])
+                for e in query(planted_loss, "FROM head_dim_edge")}  # fmt: skip
+    assert head_dim == {1: (None, 16), 2: (4, 1), 4: (1, None)}
+
+
+def test_planted_loss_pareto_prefers_lower_loss(planted_loss):
+    configs = query(planted_loss, "SELECT config_id, score_mean, params FROM configs")
+    dominated = {a["config_id"] for a in configs for b in configs
+                 if b is not a and b["score_mean"] <= a["score_mean"] and b["params"] <= a["params"]
+                 and (b["score_mean"] < a["score_mean"] or b["params"] < a["params"])}  # fmt: skip
+    front = query(planted_loss, "FROM pareto")
+    assert {p["config_id"] for p in front} == {c["config_id"] for c in configs} - dominated
+    assert {(p["depth"], p["num_heads"]) for p in front} == {(1, 1), (1, 4), (1, 16), (2, 4), (2, 16), (4, 16)}
+
+
+def planned(space, means):
+    """A stand-in for the plan ``select_configs`` reads: one config per planted shape at d_model 64."""
+    configs = [
+        SimpleNamespace(shape=Shape(d, h, 64 // h, 64, 128, "fixed_d_model", "vit"), is_baseline=(d, h) == (4, 4))
+        for d, h in means
+    ]
+    baseline = next(c for c in configs if c.is_baseline)
+    return SimpleNamespace(space_name=space, configs=configs, baseline=baseline)
+
+
+def test_top_k_orders_by_the_metric_direction(planted_loss, tmp_path):
+    chosen = select_configs(planned("loss", LOSS_MEANS), planted_loss, "top-k", 2)
+    assert {(c.shape.depth, c.shape.num_heads) for c in chosen} == {(4, 16), (2, 16), (4, 4)}  # lowest + baseline
+    top1 = {(4, 4): 90.0, (2, 4): 91.0, (1, 4): 80.0, (2, 16): 92.0, (1, 16): 60.0}
+    results = tmp_path / "top1"
+    import_file(write_csv(tmp_path / "top.csv", [trial_row("top", d, h, 0, v) for (d, h), v in top1.items()]), results)
+    chosen = select_configs(planned("top", top1), results, "top-k", 2)
+    assert {(c.shape.depth, c.shape.num_heads) for c in chosen} == {(2, 16), (2, 4), (4, 4)}  # highest + baseline
+
+
+def test_report_on_a_loss_names_the_metric_and_its_direction(planted_loss, tmp_path):
+    text = write_report("loss", planted_loss, tmp_path / "report").read_text()
+    assert "judged on `val_loss` (validation loss, lower is better)" in text
+    assert "no more than 0.05 nats above the baseline's" in text
+    assert "**4 heads of 16**: holds down to depth 2; breaks at depth 1" in text
+    assert "depth 1: breaks (Δ +0.200, 95% CI" in text and "depth 4: 0.400 nats (the baseline)" in text
+    assert "## Validation loss against parameters" in text and "![Δval_loss heatmap](delta_heatmap.png)" in text
+
+
+# --- a tolerance per query ------------------------------------------------------------------------------
+
+
+def test_tolerance_option_on_sql_and_report(planted_loss, tmp_path, capsys):
+    sql = "SELECT DISTINCT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4"
+    assert main(["sql", sql, "--results", str(planted_loss), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"verdict": "breaks", "tolerance": 0.05}]
+    assert main(["sql", sql, "--results", str(planted_loss), "--format", "json", "--tolerance", "0.3"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"verdict": "holds", "tolerance": 0.3}]
+    assert main(["sql", "SET VARIABLE tolerance = 1", "--results", str(planted_loss)]) == 2  # still read-only
+    assert main(["sql", "SELECT 1", "--results", str(planted_loss), "--tolerance", "0"]) != 0
+    out = tmp_path / "report"
+    assert main(["report", "loss", "--results", str(planted_loss), "--out", str(out), "--tolerance", "0.3"]) == 0
+    text = (out / "index.md").read_text()
+    assert "no more than 0.3 nats above" in text and "**4 heads of 16**: holds down to depth 1" in text
+
+
+# --- version-1 files ------------------------------------------------------------------------------------
+
+# The trials, epochs and spaces columns as schema version 1 wrote them (before metric, metric_mode, score).
+V1_TRIALS = pa.schema(
+    [("schema_version", pa.int32())]
+    + [(n, pa.string()) for n in ("space", "profile", "sweep_id", "trial_id", "config_id")]
+    + [("seed", pa.int64()), ("is_baseline", pa.bool_()), ("family", pa.string())]
+    + [(n, pa.int64()) for n in ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim")]
+    + [(n, pa.string()) for n in ("head_dim_rule", "status", "error")]
+    + [(n, pa.float64()) for n in ("top1", "top5", "val_loss")]
+    + [(n, pa.int64()) for n in ("params", "params_attention", "params_mlp", "params_embed_head")]
+    + [("flops_per_sample", pa.int64()), ("peak_mem_bytes", pa.int64()), ("peak_mem_method", pa.string())]
+    + [(n, pa.float64()) for n in ("train_samples_per_s", "infer_samples_per_s", "latency_b1_ms")]
+    + [("kappa_mean", pa.float64()), ("kappa_max", pa.float64())]
+    + [("epochs_run", pa.int32()), ("steps_run", pa.int64()), ("restarts", pa.int32())]
+    + [(n, pa.float64()) for n in ("wall_s", "train_s", "kappa_probe_s")]
+    + [(n, pa.string()) for n in ("dataset", "device", "node_id", "git_sha")]
+    + [("started_at", pa.timestamp("ms", tz="UTC")), ("finished_at", pa.timestamp("ms", tz="UTC"))]
+    + [("trial_config", pa.string())]
+)
+V1_KEY = [("schema_version", pa.int32())] + [(n, pa.string()) for n in ("space", "sweep_id", "trial_id", "config_id")]
+V1_EPOCHS = pa.schema(
+    [*V1_KEY, ("seed", pa.int64()), ("epoch", pa.int32()), ("step", pa.int64())]
+    + [(n, pa.float64()) for n in ("train_loss", "val_top1", "val_top5", "val_loss", "kappa_mean", "kappa_max", "lr")]
+)
+V1_SPACES = pa.schema(
+    [("schema_version", pa.int32())]
+    + [(n, pa.string()) for n in ("space", "sweep_id", "profile", "question")]
+    + [("tolerance_top1", pa.float64()), ("written_at", pa.timestamp("ms", tz="UTC"))]
+)
+
+
+def write_v1(results: Path, space: str) -> None:
+    """The planted top-1 space as a version-1 sweep wrote it, with its space's tolerance of 20 points."""
+    rows = []
+    for index, ((depth, heads), mean) in enumerate(PLANTED_MEANS.items()):
+        for seed in range(3):
+            row = trial_row(space, depth, heads, seed, mean + (seed - 1) * 0.05)
+            rows.append({**row, "schema_version": 1, "sweep_id": "v1", "trial_id": f"t{index}-{seed}", "attn_dim": 64})
+    for table, schema, table_rows in (
+        ("trials", V1_TRIALS, rows),
+        ("epochs", V1_EPOCHS, [{**rows[0], "epoch": 1, "val_top1": rows[0]["top1"]}]),
+        ("kappa", SCHEMAS["kappa"], []),  # unchanged by version 2
+        ("spaces", V1_SPACES, [{"schema_version": 1, "space": space, "sweep_id": "v1", "question": "old?",
+                               "tolerance_top1": 20.0, "written_at": datetime.now(timezone.utc)}]),
+    ):  # fmt: skip
+        folder = results / table / space / ("v1" if table != "spaces" else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        columns = {name: [row.get(name) for row in table_rows] for name in schema.names}
+        pq.write_table(pa.Table.from_pydict(columns, schema=schema), folder / ("v1.parquet"))
+
+
+def sql_json(results, sql, capsys):
+    assert main(["sql", sql, "--results", str(results), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_version_1_files_are_read_as_top1(tmp_path, capsys):
+    results = tmp_path / "results"
+    write_v1(results, "old")
+    rows = sql_json(results, "SELECT DISTINCT metric, metric_mode, score = top1 AS same FROM trials", capsys)
+    assert rows == [{"metric": "top1", "metric_mode": "max", "same": True}]
+    assert sql_json(results, "SELECT val_score = val_top1 AS same FROM epochs", capsys) == [{"same": True}]
+    settings = sql_json(results, "SELECT metric, metric_mode, tolerance FROM spaces", capsys)
+    assert settings == [{"metric": "top1", "metric_mode": "max", "tolerance": 20.0}]
+    # the v1 space's own tolerance (20 points): depth 1 × 4 heads, 10 points down, holds
+    verdict = sql_json(results, "SELECT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4", capsys)
+    assert verdict == [{"verdict": "holds", "tolerance": 20.0}]
+    edges = {e["num_heads"]: e["holds_down_to_depth"] for e in sql_json(results, "FROM depth_edge", capsys)}
+    assert edges == {1: 1, 4: 1, 16: 1, 64: 4}  # 64 heads, 20 points down at depth 2: inconclusive
+
+
+def test_version_1_and_2_files_mixed(tmp_path, capsys):
+    results = tmp_path / "results"
+    write_v1(results, "old")
+    rows = [loss_row("new", d, h, seed, mean) for (d, h), mean in LOSS_MEANS.items() for seed in range(2)]
+    import_file(write_csv(tmp_path / "new.csv", rows), results)
+    record_space(results, "new", "sweep-2", None, "q", "val_loss", "min", 0.05)
+    by_space = sql_json(results, "SELECT space, metric, metric_mode, count(*) AS n, bool_and(score IS NOT NULL) "
+                                 "AS scored FROM trials GROUP BY ALL ORDER BY space", capsys)  # fmt: skip
+    assert by_space == [
+        {"space": "new", "metric": "val_loss", "metric_mode": "min", "n": 24, "scored": True},
+        {"space": "old", "metric": "top1", "metric_mode": "max", "n": 36, "scored": True},
+    ]
+    verdicts = sql_json(results, "SELECT space, verdict FROM vs_baseline WHERE depth = 1 AND num_heads = 4 "
+                                 "ORDER BY space", capsys)  # fmt: skip
+    assert verdicts == [{"space": "new", "verdict": "breaks"}, {"space": "old", "verdict": "holds"}]
+
+
+@pytest.mark.skipif(shutil.which("duckdb", path=str(Path(sys.executable).parent)) is None,
+                    reason="the duckdb shell (dev dependency duckdb-cli) is not installed")  # fmt: skip
+def test_plain_duckdb_shell_reads_version_1_files(tmp_path):
+    results = tmp_path / "results"
+    write_v1(results, "old")
+    shell = str(Path(sys.executable).parent / "duckdb")
+    sql = "SELECT metric, verdict FROM vs_baseline WHERE depth = 1 AND num_heads = 4"
+    result = subprocess.run([shell, "-init", str(VIEWS), "-json", "-c", sql], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{"metric": "top1", "verdict": "holds"}]
+
+
+# --- import -------------------------------------------------------------------------------------------
+
+
+def test_import_takes_metric_and_score_columns(tmp_path):
+    results = tmp_path / "results"
+    rows = [{**loss_row("seq", 4, 4, 0, 0.4), "metric_mode": "min"}, loss_row("seq", 2, 4, 0, 0.5)]
+    import_file(write_csv(tmp_path / "seq.csv", rows), results)
+    stored = query(results, "SELECT depth, metric, metric_mode, score, top1 FROM trials ORDER BY depth")
+    assert stored == [
+        {"depth": 2, "metric": "val_loss", "metric_mode": "min", "score": 0.5, "top1": None},
+        {"depth": 4, "metric": "val_loss", "metric_mode": "min", "score": 0.4, "top1": None},
+    ]
+    assert query(results, "SELECT metric, metric_mode, tolerance FROM spaces") == [
+        {"metric": "val_loss", "metric_mode": "min", "tolerance": None}
+    ]
+
+
+def test_import_rejects_bad_metrics(tmp_path):
+    results = tmp_path / "results"
+    rows = [
+        {**loss_row("bad", 4, 4, 0, 0.4), "metric_mode": "max"},
+        {**loss_row("bad", 2, 4, 0, 0.4), "metric": "bleu"},
+        {**loss_row("bad", 1, 4, 0, 0.4), "metric": "accuracy", "accuracy": 140.0, "score": None},
+        {**loss_row("bad", 1, 1, 0, None)},
+    ]
+    with pytest.raises(ImportRejected) as info:
+        import_file(write_csv(tmp_path / "bad.csv", rows), results)
+    message = str(info.value)
+    assert "row 1: metric_mode: must be min for val_loss (lower is better), got 'max'" in message
+    assert "row 2: metric_mode: required for 'bleu', which is not a known metric" in message
+    assert "row 3: accuracy: must be a percentage in [0, 100] (got 140.0)" in message
+    assert "row 4: score: required when status is ok; give the score column or the val_loss column" in message
+    assert not results.exists()
+    named = {**loss_row("bleu", 4, 4, 0, 30.0), "metric": "bleu", "metric_mode": "max"}
+    import_file(write_csv(tmp_path / "ok.csv", [named]), results)
+    assert query(results, "SELECT metric, metric_mode, score FROM trials") == [
+        {"metric": "bleu", "metric_mode": "max", "score": 30.0}
+    ]
+
+
+LOSS_SPACE = """
+question: where does the validation loss break?
+model: {family: vit, embed_dim: 64, mlp_dim: 128, patch_size: 2}
+axes: {depth: [1, 2, 4], num_heads: [1, 4, 16, 64]}
+baseline: {depth: 4, num_heads: 4}
+data: {name: digits}
+metric: {name: val_loss, tolerance: 0.05}
+"""
+
+
+def test_import_of_a_shipped_space_takes_its_metric_and_tolerance(tmp_path, monkeypatch):
+    spaces = tmp_path / "spaces"
+    spaces.mkdir()
+    (spaces / "lossy.yaml").write_text(textwrap.dedent(LOSS_SPACE))
+    monkeypatch.setenv(SPACES_DIR_ENV, str(spaces))
+    results = tmp_path / "results"
+    rows = [{k: v for k, v in loss_row("lossy", d, h, seed, None).items() if k not in ("metric", "score")}
+            | {"val_loss": mean + (seed - 1) * 0.002}
+            for (d, h), mean in LOSS_MEANS.items() for seed in range(3)]  # fmt: skip
+    import_file(write_csv(tmp_path / "lossy.csv", rows), results)  # only the space's metric column: val_loss
+    assert query(results, "SELECT DISTINCT metric, metric_mode, score = val_loss AS same FROM trials") == [
+        {"metric": "val_loss", "metric_mode": "min", "same": True}
+    ]
+    assert query(results, "SELECT metric, tolerance, question FROM spaces") == [
+        {"metric": "val_loss", "tolerance": 0.05, "question": "where does the validation loss break?"}
+    ]
+    edges = {
+        e["num_heads"]: (e["holds_down_to_depth"], e["breaks_at_depth"]) for e in query(results, "FROM depth_edge")
+    }
+    assert edges == {1: (4, 2), 4: (2, 1), 16: (1, None), 64: (4, 2)}
+    wrong = [{**rows[0], "seed": 9, "metric": "top1", "top1": 90.0}]
+    with pytest.raises(ImportRejected, match="row 1: metric: space 'lossy' is a shipped space judged on val_loss"):
+        import_file(write_csv(tmp_path / "wrong.csv", wrong), results)
+
+
+def test_import_of_local_digits_rows_uses_its_tolerance(tmp_path):
+    results = tmp_path / "results"
+    rows = [trial_row("local_digits", d, h, seed, mean + (seed - 1) * 0.05)
+            for (d, h), mean in PLANTED_MEANS.items() for seed in range(3)]  # fmt: skip
+    import_file(write_csv(tmp_path / "digits.csv", rows), results)
+    assert query(results, "SELECT DISTINCT metric, tolerance FROM vs_baseline") == [
+        {"metric": "top1", "tolerance": 2.0}
+    ]
+
+
+# --- the sink -----------------------------------------------------------------------------------------
+
+
+def sequence_payload():
+    return {
+        "space": "seq", "profile": None, "config_id": "cfg", "seed": 0, "is_baseline": True, "family": "vit",
+        "metric": "accuracy", "metric_mode": "max", "planned_params": 1000, "planned_flops_per_sample": 5000,
+        "shape": {"depth": 2, "num_heads": 2, "head_dim": 8, "embed_dim": 16, "mlp_dim": 32, "attn_dim": 16,
+                  "head_dim_rule": "fixed_d_model"},
+        "trial_config": {"seed": 0},
+    }  # fmt: skip
+
+
+def epoch(number, accuracy):
+    return {"epoch": number, "step": 10 * number, "train_loss": 1.0, "val_accuracy": accuracy, "val_loss": 0.7}
+
+
+def test_sink_writes_metric_score_and_val_score(tmp_path):
+    sink = ParquetSink(tmp_path, "s")
+    trial = SimpleNamespace(trial_id="t1", config={"payload": sequence_payload()}, num_failures=0, error_file=None)
+    record = {"status": "ok", "error": None, "accuracy": 61.0, "val_loss": 0.7, "train_tokens_per_s": 5e4,
+              "infer_tokens_per_s": 2e5, "seq_len": 512, "epochs": [epoch(1, 40.0), epoch(2, 61.0)],
+              "kappa": []}  # fmt: skip
+    sink.on_trial_result(0, [], trial, {"record": record})
+    sink.on_trial_complete(0, [], trial)
+    row = pq.read_table(tmp_path / "trials/seq/s/t1.parquet").to_pylist()[0]
+    assert (row["metric"], row["metric_mode"], row["score"], row["accuracy"], row["top1"]) == (
+        "accuracy", "max", 61.0, 61.0, None)  # fmt: skip
+    assert (row["train_tokens_per_s"], row["infer_tokens_per_s"], row["seq_len"]) == (5e4, 2e5, 512)
+    epochs = pq.read_table(tmp_path / "epochs/seq/s/t1.parquet").to_pylist()
+    assert [e["val_score"] for e in epochs] == [40.0, 61.0]
+
+
+def test_pruned_trial_scores_from_its_last_epoch(tmp_path):
+    sink = ParquetSink(tmp_path, "s")
+    payload = {**sequence_payload(), "metric": "val_loss", "metric_mode": "min"}
+    trial = SimpleNamespace(trial_id="t2", config={"payload": payload}, num_failures=0, error_file=None)
+    sink.on_trial_result(0, [], trial, {"epoch_row": epoch(1, 40.0), "kappa_rows": []})
+    sink.on_trial_complete(0, [], trial)
+    row = query(tmp_path, "SELECT status, metric, score, accuracy, epochs_run FROM trials")[0]
+    assert row == {"status": "pruned", "metric": "val_loss", "score": 0.7, "accuracy": 40.0, "epochs_run": 1}
+
+
+def test_each_epoch_reports_every_held_out_metric_under_its_record_name():
+    from sweep.tuner import epoch_metrics
+
+    vision = {"epoch": 1, "val_top1": 90.0, "val_top5": 99.0, "val_loss": 0.3, "kappa_mean": None, "lr": 1e-3}
+    assert epoch_metrics(vision) == {"top1": 90.0, "top5": 99.0, "val_loss": 0.3}
+    sequence = {"epoch": 1, "val_accuracy": 61.0, "val_loss": 0.7, "kappa_mean": 5.0}
+    assert epoch_metrics(sequence) == {"accuracy": 61.0, "val_loss": 0.7, "kappa_mean": 5.0}

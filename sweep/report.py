@@ -100,20 +100,28 @@ def describe_verdict(row: dict) -> str:
 
 
 def edge_sentence(label: str, axis: str, held, broke, tried: list, rows: list[dict]) -> str:
-    """One line: the conclusion along one axis for one group, then every point tried with its verdict."""
+    """One line: the conclusion along one axis for one group, then every point tried with its verdict.
+
+    The edge holds contiguously from the largest value tried (the baseline's side) down to ``held``;
+    below it the first break is named, or else each remaining value with its own verdict, so a value
+    that holds below an inconclusive one is not hidden."""
     top = max(rows, key=lambda r: r[axis]) if rows else None
     if held is None and top is not None and top["verdict"] == "breaks":
         conclusion = f"breaks already at {axis} {top[axis]}"
     elif held is None:
-        conclusion = f"no {axis} tried is confidently within the tolerance"
+        conclusion = f"no edge: {axis} {top[axis]} is {top['verdict']}" if top else f"no {axis} tried"
     elif held == min(tried):
         conclusion = f"holds down to {axis} {held}, the smallest tried: nothing broke in this range"
     else:
         conclusion = f"holds down to {axis} {held}"
+    cutoff = held if held is not None else (top[axis] if top else None)
+    below = sorted((r for r in rows if cutoff is not None and r[axis] < cutoff), key=lambda r: -r[axis])
     if broke is not None and not (held is None and top is not None and broke == top[axis]):
         conclusion += f"; breaks at {axis} {broke}"
-    elif held is not None and held != min(tried):
-        conclusion += f"; below {held} inconclusive (more seeds would settle it)"
+    elif below:
+        conclusion += "; below it " + ", ".join(f"{axis} {r[axis]} {r['verdict']}" for r in below)
+        if any(r["verdict"] == "inconclusive" for r in below):
+            conclusion += " (more seeds would settle what is inconclusive)"
     points = "; ".join(f"{axis} {r[axis]}: {describe_verdict(r)}" for r in sorted(rows, key=lambda r: -r[axis]))
     return f"- **{label}**: {conclusion}.  \n  {points}"
 

@@ -208,13 +208,13 @@ def check_data(space: Space, space_ref: str) -> None:
     try:
         require_local_data(space.data)
     except DataNotFoundError as exc:
-        smoke = "smoke" if "smoke" in space.profiles else None
+        offline = next((name for name in ("cpu", "smoke") if name in space.profiles), None)
         hint = (
             (
-                f" To try the space without it, run its `smoke` profile on the embedded data: "
-                f"`make sweep SPACE={space_ref} PROFILE=smoke`."
+                f" To try the space without it, run its `{offline}` profile on embedded or generated data: "
+                f"`make sweep SPACE={space_ref} PROFILE={offline}`."
             )
-            if smoke
+            if offline
             else ""
         )
         raise DataUnavailableError(f"{exc}{hint}") from exc

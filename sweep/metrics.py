@@ -45,6 +45,7 @@ PERCENT_METRICS = tuple(name for name, info in METRICS.items() if info.unit == "
 
 IMAGE_METRICS = ("top1", "top5", "val_loss")
 SEQUENCE_CLASSIFICATION_METRICS = ("accuracy", "val_loss")
+LANGUAGE_MODEL_METRICS = ("val_loss", "perplexity", "accuracy")  # per held-out token; accuracy: argmax is right
 # Which headline metrics each data set's trials report (DataSpec.name → metric names).
 DATASET_METRICS: dict[str, tuple[str, ...]] = {
     "digits": IMAGE_METRICS,
@@ -53,6 +54,8 @@ DATASET_METRICS: dict[str, tuple[str, ...]] = {
     "imagefolder": IMAGE_METRICS,
     "listops": SEQUENCE_CLASSIFICATION_METRICS,
     "lra_listops": SEQUENCE_CLASSIFICATION_METRICS,
+    "mqar": LANGUAGE_MODEL_METRICS,
+    "tinystories": LANGUAGE_MODEL_METRICS,
 }
 
 DEFAULT_METRIC = "top1"

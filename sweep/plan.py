@@ -101,8 +101,19 @@ class Plan:
 # --- shapes -----------------------------------------------------------------------------------------------
 
 
+def data_modality(data: DataSpec) -> str:
+    """What the data set gives a model, as families name it: ``image``, ``sequence`` (token sequences to
+    classify) or ``causal_lm`` (text, for next-token prediction)."""
+    from workers.config import LM_DATA_SETS
+
+    if data.name in LM_DATA_SETS:
+        return "causal_lm"
+    return "sequence" if data.name in SEQUENCE_DATA_SETS else "image"
+
+
 def is_sequence_data(data: DataSpec) -> bool:
-    return data.name in SEQUENCE_DATA_SETS
+    """Token data of either kind (the model's length and vocabulary come from it)."""
+    return data_modality(data) != "image"
 
 
 def data_shape(data: DataSpec) -> tuple[int, int, int]:
@@ -116,6 +127,11 @@ def data_shape(data: DataSpec) -> tuple[int, int, int]:
 def data_fields(data: DataSpec) -> dict:
     """The model fields the data set decides: image size, channels and classes, or for token sequences
     the padded length, vocabulary and classes."""
+    if data_modality(data) == "causal_lm":  # next-token prediction: one class per token id
+        from workers.lm_data import lm_vocab_size
+
+        vocab = lm_vocab_size(data)
+        return {"seq_len": data.seq_len, "vocab_size": vocab, "num_classes": vocab}
     if is_sequence_data(data):
         from workers.listops import NUM_CLASSES, VOCAB_SIZE
 
@@ -193,7 +209,7 @@ def model_fields(space: Space, shape: Shape) -> dict:
         k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
     }
     common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}}
-    if family.modality == "sequence":
+    if family.modality != "image":
         return {**common, **data_fields(space.data), **specific}
     image = {"patch_size": fixed.patch_size, "qkv_bias": fixed.qkv_bias, "drop_path_rate": fixed.drop_path_rate}
     return {**common, **image, **data_fields(space.data), **specific}
@@ -408,8 +424,8 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
             issues.append(ConfigIssue(file, path, "must be a registered model family", name, hint))
     if issues:
         return issues
-    wanted = "sequence" if is_sequence_data(space.data) else "image"
-    kind = {"sequence": "token sequences", "image": "images"}
+    wanted = data_modality(space.data)
+    kind = {"sequence": "token sequences to classify", "causal_lm": "text for next-token prediction", "image": "images"}
     for name in space.families():
         reads = get_family(name).modality
         if reads != wanted:

@@ -48,8 +48,9 @@ TRIALS = pa.schema([
     ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
     ("top1", pa.float64()),  # percent, held-out
     ("top5", pa.float64()),  # percent
-    ("accuracy", pa.float64()),  # percent, held-out: sequence classification (e.g. ListOps)
-    ("val_loss", pa.float64()),  # nats: mean held-out cross-entropy
+    ("accuracy", pa.float64()),  # percent, held-out: sequence classification, or next tokens (language models)
+    ("val_loss", pa.float64()),  # nats: mean held-out cross-entropy (per token for language models)
+    ("perplexity", pa.float64()),  # language models: exp(val_loss)
     ("params", pa.int64()),
     ("params_attention", pa.int64()),
     ("params_mlp", pa.int64()),
@@ -72,6 +73,7 @@ TRIALS = pa.schema([
     ("kappa_probe_s", pa.float64()),
     ("dataset", pa.string()),
     ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees
+    ("tokenizer", pa.string()),  # language models: the tokenizer file read, or the one trained locally
     ("device", pa.string()),
     ("node_id", pa.string()),  # the Ray node that ran the trial (its last attempt)
     ("git_sha", pa.string()),
@@ -100,6 +102,7 @@ EPOCHS = pa.schema([
     ("val_top5", pa.float64()),
     ("val_accuracy", pa.float64()),
     ("val_loss", pa.float64()),
+    ("val_perplexity", pa.float64()),
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),
     ("lr", pa.float64()),

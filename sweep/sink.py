@@ -27,14 +27,16 @@ log = logging.getLogger("sweep.sink")
 
 # Columns copied from the worker's record into the trials row (everything else comes from the plan).
 RECORD_COLUMNS = (
-    "status", "error", "top1", "top5", "accuracy", "val_loss", "params", "params_attention", "params_mlp",
+    "status", "error", "top1", "top5", "accuracy", "val_loss", "perplexity", "params", "params_attention", "params_mlp",
     "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
     "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "kappa_mean",
-    "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len", "device",
+    "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len", "tokenizer",
+    "device",
     "started_at", "finished_at",
 )  # fmt: skip
 # A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.
 EPOCH_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "val_accuracy": "accuracy", "val_loss": "val_loss",
+                 "val_perplexity": "perplexity",
                  "epoch": "epochs_run", "step": "steps_run"}  # fmt: skip
 
 

@@ -34,7 +34,8 @@ HEAD_DIM_RULES = ("fixed_d_model", "fixed_head_dim")
 REPORTED_METRICS = {
     "top1": "top-1 accuracy on held-out data, percent",
     "top5": "top-5 accuracy, percent",
-    "accuracy": "sequence classification accuracy on held-out data, percent",
+    "accuracy": "sequence classification or next-token accuracy on held-out data, percent",
+    "perplexity": "language models: exp(held-out loss per token)",
     "val_loss": "held-out cross-entropy",
     "params": "parameters",
     "flops_per_sample": "forward FLOPs per image",
@@ -45,7 +46,7 @@ REPORTED_METRICS = {
     "kappa_mean": "mean over layers of median κ",
 }
 # Metrics known after every epoch, so an early-stopping scheduler can compare trials on them.
-EPOCH_METRICS = ("top1", "accuracy", "val_loss", "kappa_mean")
+EPOCH_METRICS = ("top1", "accuracy", "val_loss", "perplexity", "kappa_mean")
 
 
 class Strict(BaseModel):

@@ -121,7 +121,11 @@ class ModelSpec(StrictModel):
         return stages
 
 
-SEQUENCE_DATA_SETS = ("listops", "lra_listops")  # token sequences; the other data sets are images
+LM_DATA_SETS = ("mqar", "tinystories")  # language-model data: a label per token (workers/lm_data.py)
+# Token sequences (the model's seq_len and vocab_size come from the data); the other data sets are images.
+SEQUENCE_DATA_SETS = ("listops", "lra_listops", *LM_DATA_SETS)
+MQAR_DEFAULT_VOCAB_SIZE = 256  # small, for CPU runs; Zoology's default is 8,192
+TEXT_DEFAULT_VOCAB_SIZE = 4096  # a byte-level BPE trained here when no tokenizer.json is given
 
 
 class ListOpsSpec(StrictModel):
@@ -151,6 +155,43 @@ class ListOpsSpec(StrictModel):
         return ListOpsOptions(self.max_depth, self.max_args, self.min_length, self.max_length)
 
 
+class MQARSpec(StrictModel):
+    """Multi-query associative recall (Arora et al. 2023, Zoology), generated here (``workers/lm_data.py``
+    defines a sequence and its scored positions). The defaults are Zoology's except ``vocab_size`` (Zoology:
+    8,192; 256 here keeps CPU models small). ``seed`` is the data set's generation seed, shared by every
+    trial; the sequence length is ``data.seq_len``."""
+
+    vocab_size: int = Field(default=MQAR_DEFAULT_VOCAB_SIZE, ge=4, description="keys: 1 … V/2-1, values: V/2 … V-1")
+    num_kv_pairs: int = Field(default=8, ge=1, description="key-value pairs at the start of each sequence")
+    power_a: float = Field(default=0.01, gt=0.0, description="gap of each query: P(gap g) ∝ (g+1)^(power_a-1)")
+    train_rows: int = Field(default=100_000, ge=1)
+    val_rows: int = Field(default=3_000, ge=1)
+    seed: int = Field(default=0, ge=0, description="generation seed of the data set, shared by every trial")
+
+
+class TextSpec(StrictModel):
+    """A local text corpus (TinyStories) tokenised and packed for next-token prediction (``workers/lm_data.py``).
+
+    ``tokenizer``: a ``tokenizer.json`` (HF ``tokenizers``; absolute, or relative to the data root); left
+    out, the data root's ``tokenizer.json`` when there is one, else a byte-level BPE of ``vocab_size``
+    (default 4,096) trained here on the training text and cached. ``train_tokens`` / ``val_tokens``: keep
+    the first that many token ids of each split's stream (None: the whole split)."""
+
+    tokenizer: str | None = Field(default=None, description="tokenizer.json to read instead of training one")
+    vocab_size: int | None = Field(default=None, ge=257, description="trained tokenizer: 256 bytes + merges + 1")
+    train_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the training text")
+    val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
+
+    @model_validator(mode="after")
+    def _one_tokenizer(self) -> TextSpec:
+        if self.tokenizer is not None and self.vocab_size is not None:
+            raise ValueError(
+                "vocab_size is for a tokenizer trained here; a given tokenizer.json has its own, but got "
+                f"(tokenizer={self.tokenizer!r}, vocab_size={self.vocab_size})"
+            )
+        return self
+
+
 class DataSpec(StrictModel):
     """Where the trial's images or token sequences come from. Nothing is ever downloaded.
 
@@ -160,14 +201,21 @@ class DataSpec(StrictModel):
     - ``listops``: ListOps generated with LRA's grammar (options in ``listops``, LRA's by default), cached
       under ``$SWEEP_CACHE_DIR/listops/``.
     - ``lra_listops``: LRA's own ``basic_{train,val,test}.tsv`` under ``root`` (or ``$LRA_ROOT``).
+    - ``mqar``: multi-query associative recall generated here (options in ``mqar``); a label per token.
+    - ``tinystories``: TinyStories' text under ``root`` (or ``$TINYSTORIES_ROOT``), tokenised and packed
+      for next-token prediction (options in ``text``); cached under ``$SWEEP_CACHE_DIR/tinystories/``.
 
-    The two sequence data sets need ``seq_len`` (tokens per sample after truncation and padding) and score
+    The sequence data sets need ``seq_len`` (tokens per sample after truncation and padding) and score
     the headline metric on ``eval_split``; ``limit_train`` / ``limit_val`` keep the first rows (``limit_val``
-    of the eval split). For image data sets ``seq_len``, ``eval_split`` and ``listops`` are errors, and are
-    left out of the dump so image configs serialise exactly as before these fields existed.
+    of the eval split). For image data sets ``seq_len``, ``eval_split``, ``listops``, ``mqar`` and ``text``
+    are errors, and are left out of the dump so image configs serialise exactly as before these fields
+    existed (``mqar`` and ``text`` are left out for every other data set, so ListOps configs do too). The
+    language-model data sets (``LM_DATA_SETS``) are scored on ``val`` only.
     """
 
-    name: Literal["digits", "cifar10", "cifar100", "imagefolder", "listops", "lra_listops"] = "digits"
+    name: Literal["digits", "cifar10", "cifar100", "imagefolder", "listops", "lra_listops", "mqar", "tinystories"] = (
+        "digits"
+    )
     root: str | None = None
     img_size: int | None = Field(default=None, ge=1, description="resize to this; None keeps the native size")
     num_classes: int | None = Field(
@@ -187,6 +235,8 @@ class DataSpec(StrictModel):
         default="val", description="sequence data: the held-out split the headline metric is scored on"
     )
     listops: ListOpsSpec | None = Field(default=None, description="name: listops only; None means LRA's options")
+    mqar: MQARSpec | None = Field(default=None, description="name: mqar only; None means MQARSpec()'s defaults")
+    text: TextSpec | None = Field(default=None, description="name: tinystories only; None means TextSpec()'s")
 
     @model_validator(mode="after")
     def _fields_fit_the_data_set(self) -> DataSpec:
@@ -206,11 +256,29 @@ class DataSpec(StrictModel):
                     f"listops options only go with name: listops (lra_listops reads LRA's files as they are), "
                     f"but got (name={self.name!r}, listops={self.listops.model_dump()})"
                 )
+            for field, owner in (("mqar", "mqar"), ("text", "tinystories")):
+                if getattr(self, field) is not None and self.name != owner:
+                    raise ValueError(
+                        f"{field} options only go with name: {owner}, but got "
+                        f"(name={self.name!r}, {field}={getattr(self, field).model_dump()})"
+                    )
+            if self.name in LM_DATA_SETS and self.eval_split != "val":
+                raise ValueError(
+                    f"the language-model data sets ({', '.join(LM_DATA_SETS)}) have a val split only, but got "
+                    f"(name={self.name!r}, eval_split={self.eval_split!r})"
+                )
+            if self.name == "mqar":
+                from workers.lm_data import check_mqar
+
+                options = self.mqar or MQARSpec()
+                check_mqar(options.vocab_size, options.num_kv_pairs, self.seq_len)
             return self
         wrong = {
             "seq_len": self.seq_len,
             "eval_split": self.eval_split if self.eval_split != "val" else None,
             "listops": self.listops,
+            "mqar": self.mqar,
+            "text": self.text,
         }
         given = [name for name, value in wrong.items() if value is not None]
         if given:
@@ -223,11 +291,17 @@ class DataSpec(StrictModel):
 
     @model_serializer(mode="wrap")
     def _dump_without_sequence_fields_for_images(self, handler):
-        """Image data sets dump without seq_len, eval_split and listops (always unset there), so their
-        configs, and the ids hashed from them, stay what they were before sequence data existed."""
+        """Image data sets dump without seq_len, eval_split and listops (always unset there), and every data
+        set without the other data sets' ``mqar`` and ``text``, so configs, and the ids hashed from them,
+        stay what they were before those fields existed."""
         dumped = handler(self)
-        if self.name not in SEQUENCE_DATA_SETS and isinstance(dumped, dict):
+        if not isinstance(dumped, dict):
+            return dumped
+        if self.name not in SEQUENCE_DATA_SETS:
             for name in ("seq_len", "eval_split", "listops"):
+                dumped.pop(name, None)
+        for name, owner in (("mqar", "mqar"), ("text", "tinystories")):
+            if self.name != owner:
                 dumped.pop(name, None)
         return dumped
 

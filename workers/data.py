@@ -9,6 +9,8 @@ Two kinds of source:
 
 Token sequences (ListOps, generated or LRA's files) are in memory too (:class:`SequenceSplits`), batched as
 ``{"input_ids", "attention_mask"}`` dicts by :class:`SequenceBatches`; ``workers/listops.py`` defines the data.
+Language-model data (MQAR, TinyStories; ``workers/lm_data.py`` defines them) has a label per token
+(:class:`LMSplits`, batched by :class:`LMBatches`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from workers import listops
-from workers.config import SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec
+from workers import listops, lm_data
+from workers.config import LM_DATA_SETS, SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec, MQARSpec, TextSpec
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
 LRA_ROOT_ENV = listops.LRA_ROOT_ENV
+TINYSTORIES_ROOT_ENV = lm_data.TINYSTORIES_ROOT_ENV
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 
@@ -95,6 +98,38 @@ class SequenceSplits:
             object.__setattr__(self, "ids_eval", np.asarray(self.ids_eval, dtype=np.uint8))
 
 
+@dataclass(frozen=True)
+class LMSplits:
+    """A language-model data set in memory (MQAR, TinyStories), plain numpy like :class:`SequenceSplits`.
+
+    ``ids_*``: (N, seq_len) token ids in the smallest unsigned type that holds ``vocab_size`` ids;
+    ``labels_*``: int64 (N, seq_len), the token to predict at each position, ``lm_data.IGNORE_INDEX`` (-100)
+    where nothing is scored. No padding: every position is a real token. ``*_train`` is the training split,
+    ``*_eval`` the held-out ``val`` split. ``tokenizer`` describes the tokenizer (TinyStories:
+    ``file:<path>`` or ``trained:bytelevel-bpe-<V>-<hash>``; None for generated ids)."""
+
+    name: str
+    ids_train: np.ndarray
+    labels_train: np.ndarray
+    ids_eval: np.ndarray
+    labels_eval: np.ndarray
+    vocab_size: int
+    seq_len: int
+    tokenizer: str | None = None
+    eval_split: str = "val"
+
+    def __post_init__(self):
+        dtype = lm_data.smallest_uint(self.vocab_size)
+        for name in ("ids_train", "ids_eval"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=dtype))
+        for name in ("labels_train", "labels_eval"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+
+    @property
+    def num_classes(self) -> int:
+        return self.vocab_size  # one class per token id
+
+
 # --- loading ----------------------------------------------------------------------------------------------
 
 
@@ -156,8 +191,25 @@ def require_local_data(spec: DataSpec) -> Path | None:
     """The data set's root once every file or folder it needs is there (None for the embedded digits);
     otherwise a :class:`DataNotFoundError` naming the path and how to point elsewhere. Reads nothing,
     so the driver can check in seconds before anything starts."""
-    if spec.name in ("digits", "listops"):
+    if spec.name in ("digits", "listops", "mqar"):
         return None  # embedded, or generated here
+    if spec.name == "tinystories":
+        root = resolve_root(spec, TINYSTORIES_ROOT_ENV)
+        if lm_data.find_layout(root) is None:
+            raise DataNotFoundError(
+                f"tinystories: expected under {root} either the release's {' and '.join(lm_data.TEXT_FILES.values())} "
+                f"or a datasets folder saved with save_to_disk ({lm_data.SAVED_MARKER}, train/, validation/); "
+                f"{lm_data.missing_layout(root)}. Point `data.root` / ${TINYSTORIES_ROOT_ENV} at the folder that "
+                "holds them. Nothing is downloaded."
+            )
+        tokenizer = lm_data.tokenizer_file(spec.text or TextSpec(), root)
+        if tokenizer is not None and not tokenizer.is_file():
+            raise DataNotFoundError(
+                f"tinystories: the tokenizer file {tokenizer} (data.text.tokenizer; a relative path is read from "
+                f"the data root, `data.root` / ${TINYSTORIES_ROOT_ENV}) does not exist. Leave it out to use the "
+                "root's tokenizer.json or train one here. Nothing is downloaded."
+            )
+        return root
     if spec.name == "lra_listops":
         root = resolve_root(spec, LRA_ROOT_ENV)
         missing = [name for name in listops.SPLIT_FILES.values() if not (root / name).is_file()]
@@ -238,6 +290,56 @@ def load_lra_listops_arrays(spec: DataSpec) -> SequenceSplits:
     return SequenceSplits("lra_listops", *parts, spec.eval_split, spec.seq_len)
 
 
+def load_mqar_arrays(spec: DataSpec) -> LMSplits:
+    """Multi-query associative recall generated at ``spec.seq_len`` with ``spec.mqar`` (``MQARSpec()``'s
+    defaults when None); ``limit_train`` / ``limit_val`` keep the first rows."""
+    options = spec.mqar or MQARSpec()
+    arrays = lm_data.mqar_splits(options, spec.seq_len)
+    splits = LMSplits(
+        "mqar",
+        arrays["train_ids"],
+        arrays["train_labels"],
+        arrays["val_ids"],
+        arrays["val_labels"],
+        options.vocab_size,
+        spec.seq_len,
+    )
+    return limit_lm(splits, spec)
+
+
+def load_tinystories_arrays(spec: DataSpec) -> LMSplits:
+    """TinyStories under ``data.root`` or ``$TINYSTORIES_ROOT`` (either layout), tokenised, packed into windows
+    of ``seq_len`` + 1 ids and cached (``workers.lm_data.load_tinystories_streams``); ``limit_train`` /
+    ``limit_val`` keep the first windows."""
+    root = require_local_data(spec)
+    streams, description, vocab_size = lm_data.load_tinystories_streams(
+        root, lm_data.find_layout(root), spec.text or TextSpec()
+    )
+    packed = {}
+    for split, stream in streams.items():
+        ids, labels = lm_data.pack_windows(stream, spec.seq_len)
+        if not len(ids):
+            raise ValueError(
+                f"tinystories: the {split} split gives {len(stream)} token ids, fewer than seq_len + 1 = "
+                f"{spec.seq_len + 1}, so not one window; raise data.text.{split}_tokens or lower seq_len"
+            )
+        packed[split] = ids, labels
+    splits = LMSplits("tinystories", *packed["train"], *packed["val"], vocab_size, spec.seq_len, description)
+    return limit_lm(splits, spec)
+
+
+def limit_lm(splits: LMSplits, spec: DataSpec) -> LMSplits:
+    """Keep the first ``limit_train`` training rows (windows) and ``limit_val`` eval rows."""
+    train, held_out = slice(spec.limit_train), slice(spec.limit_val)
+    return dataclasses.replace(
+        splits,
+        ids_train=splits.ids_train[train],
+        labels_train=splits.labels_train[train],
+        ids_eval=splits.ids_eval[held_out],
+        labels_eval=splits.labels_eval[held_out],
+    )
+
+
 def limit_sequences(splits: SequenceSplits, spec: DataSpec) -> SequenceSplits:
     """Keep the first ``limit_train`` training rows and ``limit_val`` eval rows."""
     train, held_out = slice(spec.limit_train), slice(spec.limit_val)
@@ -252,9 +354,13 @@ def limit_sequences(splits: SequenceSplits, spec: DataSpec) -> SequenceSplits:
     )
 
 
-def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | None:
-    """The in-memory splits for ``spec`` (:class:`SequenceSplits` for token sequences), or None for on-disk
-    image data sets (read per worker)."""
+def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | LMSplits | None:
+    """The in-memory splits for ``spec`` (:class:`SequenceSplits` for token sequences, :class:`LMSplits` for
+    language-model data), or None for on-disk image data sets (read per worker)."""
+    if spec.name == "mqar":
+        return load_mqar_arrays(spec)
+    if spec.name == "tinystories":
+        return load_tinystories_arrays(spec)
     if spec.name == "listops":
         return load_listops_arrays(spec)
     if spec.name == "lra_listops":
@@ -294,7 +400,8 @@ class DataMeta:
 
     Token sequences set ``seq_len`` (tokens per sample, padding included) and ``vocab_size``; their
     ``in_chans`` and ``img_size`` are placeholders (1), not read for sequence models. ``val_size`` counts the
-    held-out split scored (``eval_split``)."""
+    held-out split scored (``eval_split``). Language-model data also names its tokenizer (``tokenizer``: see
+    :class:`LMSplits`; None for generated ids)."""
 
     num_classes: int
     in_chans: int
@@ -303,6 +410,7 @@ class DataMeta:
     val_size: int
     seq_len: int | None = None
     vocab_size: int | None = None
+    tokenizer: str | None = None
 
 
 class TensorBatches:
@@ -404,6 +512,62 @@ class SequenceBatches:
         return self._inputs(self.ids_val[:count], self.lengths_val[:count])
 
 
+class LMBatches:
+    """Batches of language-model windows from :class:`LMSplits`, held on the trial's device (ids in their
+    compact type, widened to int64 per batch; labels int64). Inputs are dicts
+    ``{"input_ids": (B, seq_len) int64, "attention_mask": (B, seq_len) int64, all 1}`` (no padding); labels
+    are (B, seq_len) int64, -100 where not scored. The same interface as :class:`SequenceBatches`."""
+
+    def __init__(self, splits: LMSplits, spec: DataSpec, device: torch.device):
+        if spec.seq_len is not None and spec.seq_len != splits.seq_len:
+            raise ValueError(
+                f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
+                f"seq_len={spec.seq_len}; load them again for this config"
+            )
+        self.splits = splits
+        self.device = device
+        self.ids_train = self._ids(splits.ids_train)
+        self.y_train = torch.as_tensor(splits.labels_train, dtype=torch.long, device=device)
+        self.ids_val = self._ids(splits.ids_eval)
+        self.y_val = torch.as_tensor(splits.labels_eval, dtype=torch.long, device=device)
+        self._ones: dict[int, torch.Tensor] = {}
+
+    def _ids(self, ids: np.ndarray) -> torch.Tensor:
+        # uint8 stays (every backend indexes it); wider unsigned ids become int32, which every device indexes
+        return torch.as_tensor(ids if ids.dtype == np.uint8 else ids.astype(np.int32), device=self.device)
+
+    def _inputs(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        rows = len(ids)
+        if rows not in self._ones:
+            self._ones[rows] = torch.ones((rows, self.splits.seq_len), dtype=torch.long, device=self.device)
+        return {"input_ids": ids.long(), "attention_mask": self._ones[rows]}
+
+    @property
+    def meta(self) -> DataMeta:
+        s = self.splits
+        return DataMeta(s.num_classes, 1, 1, len(self.y_train), len(self.y_val), s.seq_len, s.vocab_size, s.tokenizer)
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return len(self.y_train) // batch_size  # drop the ragged last batch: every step the same shape
+
+    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
+        """One epoch of shuffled training windows; the order comes from ``generator`` (the trial seed)."""
+        order = torch.randperm(len(self.y_train), generator=generator).to(self.device)
+        for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
+            index = order[start : start + batch_size]
+            yield self._inputs(self.ids_train[index]), self.y_train[index]
+
+    def val_batches(self, batch_size: int) -> Iterator[tuple]:
+        """The val windows in order, the last batch possibly smaller."""
+        for start in range(0, len(self.y_val), batch_size):
+            window = slice(start, start + batch_size)
+            yield self._inputs(self.ids_val[window]), self.y_val[window]
+
+    def probe_images(self, count: int) -> dict[str, torch.Tensor]:
+        """The first ``count`` val windows: a fixed batch, the same for every trial and epoch."""
+        return self._inputs(self.ids_val[:count])
+
+
 def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
     """Random crop after zero padding by ``pad`` pixels, and horizontal flip with probability ½.
 
@@ -486,11 +650,13 @@ class FolderBatches:
         return self._probe[:count]
 
 
-def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | SequenceSplits | None = None):
+def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | SequenceSplits | LMSplits | None = None):
     """Batch source for a trial. ``arrays`` are in-memory splits the driver already loaded (else loaded
     here); on-disk data sets are opened from their root."""
     if spec.name == "imagefolder":
         return FolderBatches(spec, device)
+    if spec.name in LM_DATA_SETS:
+        return LMBatches(arrays if arrays is not None else load_arrays(spec), spec, device)
     if spec.name in SEQUENCE_DATA_SETS:
         return SequenceBatches(arrays if arrays is not None else load_arrays(spec), spec, device)
     return TensorBatches(arrays if arrays is not None else load_arrays(spec), spec, device)

@@ -17,6 +17,7 @@ from torch import nn
 from workers.config import ModelSpec
 from workers.families.base import Family, KappaLayer, ModelConfigError
 from workers.families.davit import DAVIT
+from workers.families.gpt2 import GPT2
 from workers.families.nystromformer import NYSTROMFORMER
 from workers.families.softmax_encoder import SOFTMAX_ENCODER
 from workers.families.tnt import TNT_FAMILY
@@ -27,7 +28,8 @@ from workers.families.xcit import XCIT
 __all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "build_model", "get_family"]
 
 FAMILIES: dict[str, Family] = {
-    family.name: family for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER)
+    family.name: family
+    for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER, GPT2)
 }
 
 _DAVIT_B = dict(stage_depths=(1, 1, 9, 1), stage_heads=(4, 8, 16, 32), stage_dims=(128, 256, 512, 1024))

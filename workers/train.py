@@ -101,18 +101,30 @@ def make_context(model: nn.Module, spec: TrainSpec, device: torch.device, total_
         model=model,
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, total_steps, spec),
-        loss_fn=nn.CrossEntropyLoss(label_smoothing=spec.label_smoothing),
+        loss_fn=nn.CrossEntropyLoss(label_smoothing=spec.label_smoothing, ignore_index=IGNORE_INDEX),
         device=device,
         spec=spec,
         total_steps=total_steps,
     )
 
 
+IGNORE_INDEX = -100  # a token label that is not scored (padding, or a position no answer is asked at)
+
+
+def flatten_tokens(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token predictions (B, N, classes) with labels (B, N) as (B·N, classes) and (B·N,); per-sample
+    ones (B, classes) with labels (B,) unchanged."""
+    if logits.ndim == 3:
+        return logits.flatten(0, 1), labels.flatten()
+    return logits, labels
+
+
 def train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torch.Tensor:
     """One optimiser step on one batch (images, or a dict of token tensors); returns the (detached) loss
-    without synchronising the device."""
+    without synchronising the device. Labels are one class per sample, or one per token (language
+    models), where ``IGNORE_INDEX`` marks tokens that are not scored: the loss is the mean over the rest."""
     with autocast_for(ctx.device, ctx.spec):
-        loss = ctx.loss_fn(forward(ctx.model, inputs), labels)
+        loss = ctx.loss_fn(*flatten_tokens(forward(ctx.model, inputs), labels))
     ctx.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if ctx.spec.grad_clip_norm is not None:
@@ -178,16 +190,25 @@ def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec, s
 
     - images: ``top1`` and ``top5`` accuracy in percent (as timm reports them; top-5 with k = min(5,
       classes)) and ``val_loss``;
-    - sequences (``sequences=True``): ``accuracy`` in percent (argmax equals the label) and ``val_loss``.
+    - sequences (``sequences=True``): ``accuracy`` in percent (argmax equals the label) and ``val_loss``;
+    - token labels (language models, labels (B, N)): over every scored token (label not
+      ``IGNORE_INDEX``), ``val_loss``, ``perplexity`` = exp(val_loss), and ``accuracy`` in percent (the
+      argmax is the next token).
 
-    ``val_loss`` is the mean cross-entropy in nats over every held-out sample (no label smoothing).
+    ``val_loss`` is the mean cross-entropy in nats over every held-out sample or scored token (no label
+    smoothing).
     """
     model.eval()
     correct1 = correct5 = seen = 0
     loss_sum = 0.0
+    per_token = False
     for inputs, labels in batches:
         with autocast_for(device, spec):
             logits = forward(model, inputs)
+        per_token = per_token or logits.ndim == 3
+        logits, labels = flatten_tokens(logits, labels)
+        scored = labels != IGNORE_INDEX
+        logits, labels = logits[scored], labels[scored]
         loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum").item()
         topk = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
         hits = topk == labels[:, None]
@@ -195,6 +216,9 @@ def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec, s
         correct5 += hits.any(dim=-1).sum().item()
         seen += len(labels)
     model.train()
+    if per_token:
+        val_loss = loss_sum / seen
+        return {"val_loss": val_loss, "perplexity": math.exp(min(val_loss, 700.0)), "accuracy": 100.0 * correct1 / seen}
     if sequences:
         return {"accuracy": 100.0 * correct1 / seen, "val_loss": loss_sum / seen}
     return {"top1": 100.0 * correct1 / seen, "top5": 100.0 * correct5 / seen, "val_loss": loss_sum / seen}

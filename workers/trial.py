@@ -159,6 +159,8 @@ def execute(
     )
     if transformers_version() and spec.seq_len is not None:
         fields["transformers_version"] = transformers_version()
+    if getattr(data.meta, "tokenizer", None):
+        fields["tokenizer"] = data.meta.tokenizer
     fields["flops_per_sample"] = forward_flops_per_sample(spec)
 
     model = build_model(spec).to(device)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers import capture_layer_inputs
 from workers.config import ModelSpec, TrainSpec
 from workers.models import ModelConfigError, build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
@@ -99,15 +100,7 @@ def test_kappa_matches_a_direct_float64_computation_with_the_causal_mask(head_di
     model = build_model(s).eval()
     windows = {"input_ids": torch.randint(0, 50, (3, 16)), "attention_mask": torch.ones(3, 16, dtype=torch.long)}
     layers = kappa_layers(s, model)
-    captured = {}
-    handles = [
-        layer.module.register_forward_pre_hook(lambda _m, args, name=layer.name: captured.__setitem__(name, args[0]))
-        for layer in layers
-    ]
-    with torch.no_grad():
-        model(**windows)
-    for handle in handles:
-        handle.remove()
+    captured = capture_layer_inputs(model, layers, windows)
     rows = kappa_per_layer(s, model, windows)
     assert {row["attention"] for row in rows} == {"causal"}
     for layer, row in zip(layers, rows, strict=True):

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.helpers import capture_layer_inputs
 from workers.config import ModelSpec
 from workers.families.sequence import additive_mask
 from workers.models import ModelConfigError, build_model, kappa_layers
@@ -175,15 +176,7 @@ def test_kappa_matches_a_direct_float64_computation_over_real_tokens(family):
     model = build_model(s).eval()
     batch = probe_batch()
     layers = kappa_layers(s, model)
-    captured = {}
-    handles = [
-        layer.module.register_forward_pre_hook(lambda _m, args, name=layer.name: captured.__setitem__(name, args[0]))
-        for layer in layers
-    ]
-    with torch.no_grad():
-        model(**batch)
-    for handle in handles:
-        handle.remove()
+    captured = capture_layer_inputs(model, layers, batch)
     rows = kappa_per_layer(s, model, batch)
     assert [row["layer_name"] for row in rows] == [layer.name for layer in layers]
     for layer, row in zip(layers, rows, strict=True):

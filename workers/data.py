@@ -274,7 +274,7 @@ def load_listops_arrays(spec: DataSpec) -> SequenceSplits:
         held_out,
         spec.seq_len,
     )
-    return limit_sequences(splits, spec)
+    return keep_first_rows(splits, spec)
 
 
 def load_lra_listops_arrays(spec: DataSpec) -> SequenceSplits:
@@ -304,7 +304,7 @@ def load_mqar_arrays(spec: DataSpec) -> LMSplits:
         options.vocab_size,
         spec.seq_len,
     )
-    return limit_lm(splits, spec)
+    return keep_first_rows(splits, spec)
 
 
 def load_tinystories_arrays(spec: DataSpec) -> LMSplits:
@@ -325,33 +325,17 @@ def load_tinystories_arrays(spec: DataSpec) -> LMSplits:
             )
         packed[split] = ids, labels
     splits = LMSplits("tinystories", *packed["train"], *packed["val"], vocab_size, spec.seq_len, description)
-    return limit_lm(splits, spec)
+    return keep_first_rows(splits, spec)
 
 
-def limit_lm(splits: LMSplits, spec: DataSpec) -> LMSplits:
-    """Keep the first ``limit_train`` training rows (windows) and ``limit_val`` eval rows."""
+def keep_first_rows(splits, spec: DataSpec):
+    """Token splits (:class:`SequenceSplits`, :class:`LMSplits`) with only the first ``limit_train`` rows of
+    every ``*_train`` array and the first ``limit_val`` rows of every ``*_eval`` array."""
     train, held_out = slice(spec.limit_train), slice(spec.limit_val)
-    return dataclasses.replace(
-        splits,
-        ids_train=splits.ids_train[train],
-        labels_train=splits.labels_train[train],
-        ids_eval=splits.ids_eval[held_out],
-        labels_eval=splits.labels_eval[held_out],
-    )
-
-
-def limit_sequences(splits: SequenceSplits, spec: DataSpec) -> SequenceSplits:
-    """Keep the first ``limit_train`` training rows and ``limit_val`` eval rows."""
-    train, held_out = slice(spec.limit_train), slice(spec.limit_val)
-    return dataclasses.replace(
-        splits,
-        ids_train=splits.ids_train[train],
-        lengths_train=splits.lengths_train[train],
-        y_train=splits.y_train[train],
-        ids_eval=splits.ids_eval[held_out],
-        lengths_eval=splits.lengths_eval[held_out],
-        y_eval=splits.y_eval[held_out],
-    )
+    arrays = {field.name: getattr(splits, field.name) for field in dataclasses.fields(splits)}
+    kept = {name: value[train] for name, value in arrays.items() if name.endswith("_train")}
+    kept |= {name: value[held_out] for name, value in arrays.items() if name.endswith("_eval")}
+    return dataclasses.replace(splits, **kept)
 
 
 def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | LMSplits | None:
@@ -461,6 +445,15 @@ class TensorBatches:
         return self.x_val[:count]
 
 
+def require_same_length(splits, spec: DataSpec) -> None:
+    """Token arrays loaded for one ``seq_len`` cannot serve a config that asks for another."""
+    if spec.seq_len is not None and spec.seq_len != splits.seq_len:
+        raise ValueError(
+            f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
+            f"seq_len={spec.seq_len}; load them again for this config"
+        )
+
+
 class SequenceBatches:
     """Batches of token sequences from :class:`SequenceSplits`, held on the trial's device (ids in their
     compact storage type, widened to int64 per batch; lengths, from which each batch's attention mask is
@@ -468,11 +461,7 @@ class SequenceBatches:
     ``{"input_ids": (B, seq_len) int64, "attention_mask": (B, seq_len) int64, 1 real token, 0 padding}``."""
 
     def __init__(self, splits: SequenceSplits, spec: DataSpec, device: torch.device):
-        if spec.seq_len is not None and spec.seq_len != splits.seq_len:
-            raise ValueError(
-                f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
-                f"seq_len={spec.seq_len}; load them again for this config"
-            )
+        require_same_length(splits, spec)
         self.splits = splits
         self.device = device
         self.ids_train = torch.as_tensor(splits.ids_train, device=device)
@@ -519,11 +508,7 @@ class LMBatches:
     are (B, seq_len) int64, -100 where not scored. The same interface as :class:`SequenceBatches`."""
 
     def __init__(self, splits: LMSplits, spec: DataSpec, device: torch.device):
-        if spec.seq_len is not None and spec.seq_len != splits.seq_len:
-            raise ValueError(
-                f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
-                f"seq_len={spec.seq_len}; load them again for this config"
-            )
+        require_same_length(splits, spec)
         self.splits = splits
         self.device = device
         self.ids_train = self._ids(splits.ids_train)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import optuna
 import ray
 import torch
 from ray import tune
@@ -148,14 +150,26 @@ class DefineByRun:
         return {"payload": trial_payload(self.plan, candidates[0], self.plan.seeds[0])}
 
 
-def make_searcher(plan: Plan):
-    import optuna
+class NSGAIISampler(optuna.samplers.NSGAIISampler):
+    """Optuna's NSGA-II, able to go through pickle. Optuna 5.x's genetic samplers hold a ``threading.Lock``,
+    and Tune pickles the searcher, sampler included, into its experiment checkpoint; the lock only guards
+    a cache within one process, so a copy gets a fresh one. The class keeps Optuna's name, so the keys it
+    stores in a study are Optuna's own."""
 
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "_thread_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._thread_lock = threading.Lock()
+
+
+def make_searcher(plan: Plan):
     search = plan.space.search
     samplers = {
         "tpe": lambda: optuna.samplers.TPESampler(seed=search.seed),
         "random": lambda: optuna.samplers.RandomSampler(seed=search.seed),
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=search.seed),
+        "nsga2": lambda: NSGAIISampler(seed=search.seed),
     }
     metrics = [o.metric for o in search.objectives]
     modes = [o.mode for o in search.objectives]

@@ -242,3 +242,21 @@ def test_missing_imagenet_fails_fast_pointing_at_smoke(monkeypatch, capsys):
     assert main(["run", "vit_b_fixed_mlp"]) == 2
     err = capsys.readouterr().err
     assert "IMAGENET_ROOT" in err and "make sweep SPACE=vit_b_fixed_mlp PROFILE=smoke" in err
+
+
+def test_every_optuna_profile_survives_the_pickling_tune_does():
+    """Tune pickles the searcher (sampler included) into its experiment state before any trial runs; Optuna
+    5.x's NSGA-II held a lock that cannot be pickled, which crashed `sweep run local_digits --profile optuna`."""
+    import pickle
+
+    from sweep.tuner import make_searcher
+
+    checked = []
+    for name in SHIPPED:
+        for profile in all_profiles(name):
+            space_name, space, chosen = load_space(name, profile)
+            if space.search.kind != "optuna":
+                continue
+            searcher = pickle.loads(pickle.dumps(make_searcher(make_plan(space_name, space, chosen))))
+            checked.append((name, chosen, type(searcher._sampler).__name__))
+    assert ("local_digits", "optuna", "NSGAIISampler") in checked

@@ -159,7 +159,12 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                 "head_dim_rule": rule,
                 "family": family,
             }
-            if head_dim is None:
+            if rule == "floor_d_model":
+                if heads > width:
+                    removed.append(Removed(combo, f"num_heads={heads} > embed_dim={width}: head_dim would be 0"))
+                    continue
+                head_dim = width // heads
+            elif head_dim is None:
                 if width % heads:
                     removed.append(Removed(combo, f"num_heads={heads} does not divide embed_dim={width}"))
                     continue

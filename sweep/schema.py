@@ -62,7 +62,8 @@ TRIALS = pa.schema([
     ("infer_samples_per_s", pa.float64()),
     ("train_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, steady-state training
     ("infer_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, eval-mode batches
-    ("latency_b1_ms", pa.float64()),
+    ("latency_b1_ms", pa.float64()),  # one forward pass of one sample (a whole window for sequences)
+    ("token_latency_ms", pa.float64()),  # causal LMs: per generated token, batch 1, KV cache, prefill excluded
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),
     ("epochs_run", pa.int32()),

@@ -29,9 +29,9 @@ log = logging.getLogger("sweep.sink")
 RECORD_COLUMNS = (
     "status", "error", "top1", "top5", "accuracy", "val_loss", "perplexity", "params", "params_attention", "params_mlp",
     "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
-    "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "kappa_mean",
-    "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len", "tokenizer",
-    "device",
+    "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms",
+    "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len",
+    "tokenizer", "device",
     "started_at", "finished_at",
 )  # fmt: skip
 # A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.

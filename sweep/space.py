@@ -27,7 +27,7 @@ from workers.models import FAMILIES
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
-HEAD_DIM_RULES = ("fixed_d_model", "fixed_head_dim")
+HEAD_DIM_RULES = ("fixed_d_model", "floor_d_model", "fixed_head_dim")
 
 # Metrics a finished trial reports; Optuna objectives and schedulers may only use these. The headline
 # ones (top1, top5, accuracy, val_loss) only where the space's data set reports them (sweep/metrics.py).
@@ -132,6 +132,7 @@ class ModelFixed(Strict):
     num_landmarks: PositiveInt | None = None
     conv_kernel_size: PositiveInt | None = None
     dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
+    tie_embeddings: bool | None = None  # language models: output layer = token embedding (GPT-2's default)
 
 
 class Constraints(Strict):
@@ -236,6 +237,7 @@ class Profile(Strict):
     description: str = ""
     model: dict[str, Any] | None = None
     axes: dict[str, Any] | None = None
+    head_dim_rule: list[Any] | str | None = None
     constraints: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
     seeds: list[Any] | None = None
@@ -256,7 +258,12 @@ class Space(Strict):
     why: str = ""
     model: ModelFixed = ModelFixed()
     axes: Axes
-    head_dim_rule: list[Literal["fixed_d_model", "fixed_head_dim"]] = Field(default=["fixed_d_model"], min_length=1)
+    # fixed_d_model: head_dim = embed_dim / num_heads (must divide); floor_d_model: embed_dim // num_heads, the
+    # attention just under d_model when heads do not divide it (GPT-2 at 512 with 12 heads: 12 × 42 = 504);
+    # fixed_head_dim: the axes' head_dim, so heads widen attention.
+    head_dim_rule: list[Literal["fixed_d_model", "floor_d_model", "fixed_head_dim"]] = Field(
+        default=["fixed_d_model"], min_length=1
+    )
     constraints: Constraints = Constraints()
     baseline: dict[str, PositiveInt]
     seeds: Annotated[list[int], Field(min_length=1)] = [0]

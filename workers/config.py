@@ -65,6 +65,9 @@ class ModelSpec(StrictModel):
     num_landmarks: int | None = Field(default=None, ge=1, description="Nyströmformer: segment means per head")
     conv_kernel_size: int | None = Field(default=None, ge=1, description="Nyströmformer: depthwise conv on V")
     dropout: float | None = Field(default=None, ge=0.0, lt=1.0, description="sequence families' dropout")
+    tie_embeddings: bool | None = Field(
+        default=None, description="language models: the output layer is the token embedding (None: family default)"
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelSpec:
@@ -181,6 +184,12 @@ class TextSpec(StrictModel):
     vocab_size: int | None = Field(default=None, ge=257, description="trained tokenizer: 256 bytes + merges + 1")
     train_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the training text")
     val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
+    expected_vocab_size: int | None = Field(
+        default=None,
+        ge=2,
+        description="the given tokenizer's vocabulary size (GPT-2's: 50,257), to plan without the data; "
+        "checked against the tokenizer when it is read",
+    )
 
     @model_validator(mode="after")
     def _one_tokenizer(self) -> TextSpec:

@@ -362,11 +362,18 @@ def read_tokenizer(path: Path) -> tuple[Tokenizer, int, int]:
 
 
 def check_tokenizer_vocab(text: TextSpec, path: Path, vocab_size: int) -> None:
-    """``ValueError`` when ``text.vocab_size`` is set and differs from the size of the tokenizer read."""
+    """``ValueError`` when ``text.vocab_size`` is set and differs from the size of the tokenizer read, or
+    ``text.expected_vocab_size`` (what the plan was counted with) does."""
     if text.vocab_size is not None and text.vocab_size != vocab_size:
         raise ValueError(
             f"tinystories: text.vocab_size is for a tokenizer trained here, but {path} is read and has its own, "
             f"and they differ: (vocab_size={text.vocab_size}, tokenizer's={vocab_size}); remove one of them"
+        )
+    if text.expected_vocab_size is not None and text.expected_vocab_size != vocab_size:
+        raise ValueError(
+            f"tinystories: the tokenizer {path} has {vocab_size} ids, but the space plans with "
+            f"text.expected_vocab_size={text.expected_vocab_size}; use the tokenizer the space expects, or set "
+            "expected_vocab_size to the tokenizer's size"
         )
 
 
@@ -564,8 +571,9 @@ def load_tinystories_streams(
 def lm_vocab_size(spec: DataSpec) -> int:
     """The vocabulary size a model needs for a language-model data set, known without reading the data:
     MQAR's ``mqar.vocab_size``; for TinyStories the given tokenizer.json's (largest id + 1; read when the
-    file is there: ``text.tokenizer``, or ``tokenizer.json`` in the data root), else ``text.vocab_size``
-    (default ``TEXT_DEFAULT_VOCAB_SIZE``), the size of the tokenizer trained here."""
+    file is there: ``text.tokenizer``, or ``tokenizer.json`` in the data root; when it is not there,
+    ``text.expected_vocab_size``), else ``text.vocab_size`` (default ``TEXT_DEFAULT_VOCAB_SIZE``), the size
+    of the tokenizer trained here."""
     if spec.name == "mqar":
         return (spec.mqar or MQARSpec()).vocab_size
     if spec.name == "tinystories":
@@ -575,6 +583,8 @@ def lm_vocab_size(spec: DataSpec) -> int:
             size = read_tokenizer(path)[2]
             check_tokenizer_vocab(text, path, size)
             return size
+        if path is not None and text.expected_vocab_size is not None:  # not there yet: plan with the stated size
+            return text.expected_vocab_size
         if path is not None:  # given, and not there: its size cannot be known
             raise FileNotFoundError(
                 f"tinystories: the tokenizer file {path} (data.text.tokenizer) does not exist, so the vocabulary "

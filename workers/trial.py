@@ -34,7 +34,7 @@ from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
 from workers.probes.memory import peak_train_step_memory
 from workers.probes.params import param_breakdown
-from workers.probes.throughput import batch1_latency_ms, inference_throughput
+from workers.probes.throughput import batch1_latency_ms, generated_token_latency_ms, inference_throughput
 from workers.train import (
     DivergedError,
     EpochStats,
@@ -321,6 +321,14 @@ def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: Tr
     seq_len = tokens_per_sample(eval_inputs)
     if seq_len is not None:
         fields["infer_tokens_per_s"] = fields["infer_samples_per_s"] * seq_len
+    if hasattr(ctx.model, "generate"):  # causal LMs: latency per generated token, batch 1
+        fields["token_latency_ms"] = generated_token_latency_ms(
+            ctx.model,
+            head(eval_inputs, 1)["input_ids"],
+            cfg.probes.throughput_warmup_steps,
+            cfg.probes.latency_iters,
+            autocast,
+        )
 
 
 def spec_for_data(spec: ModelSpec, meta: DataMeta) -> ModelSpec:

@@ -3,7 +3,8 @@
 
 Shapes: depth (n_layer), num_heads (n_head), embed_dim (n_embd), mlp_dim (n_inner), ``dropout`` (HF's
 resid, embd and attn dropout, default 0); seq_len (n_positions) and vocab_size come from the data. The
-output layer is tied to the token embedding, as in GPT-2.
+output layer is tied to the token embedding, as in GPT-2, unless ``tie_embeddings`` is false (then it is a
+vocab × n_embd matrix of its own, no bias, as HF's untied ``lm_head``).
 
 head_dim: HF's ``GPT2Attention`` derives it as n_embd / n_head. A different one is built with a small
 subclass, :class:`FixedHeadDimGPT2Attention`, put in place of each block's attention and initialised as
@@ -23,6 +24,7 @@ A is recomputed in float64 from the block's input and its weights.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -42,7 +44,9 @@ class FixedHeadDimGPT2Attention(GPT2Attention):
     ``head_dim`` and ``scaling``, which are set here."""
 
     def __init__(self, config: GPT2Config, layer_idx: int, head_dim: int):
-        super().__init__(config, layer_idx=layer_idx)
+        # HF's __init__ insists that n_head divide n_embd: run it with one head, then set the real geometry.
+        super().__init__(one_head(config), layer_idx=layer_idx)
+        self.config, self.num_heads = config, config.n_head
         width = self.num_heads * head_dim
         self.head_dim, self.split_size = head_dim, width
         self.scaling = head_dim**-0.5 if config.scale_attn_weights else 1.0
@@ -63,6 +67,18 @@ class CausalLM(nn.Module):
         # sequences, reading tensor values that FLOP counting on the meta device does not have.
         return self.lm(input_ids=input_ids).logits
 
+    def generate(self, input_ids: torch.Tensor, new_tokens: int) -> torch.Tensor:
+        """Exactly ``new_tokens`` more ids after ``input_ids`` (B, P), greedy, with HF's KV cache."""
+        return self.lm.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=0,
+        )
+
 
 def gpt2_config(spec: ModelSpec) -> GPT2Config:
     dropout = spec.dropout or 0.0
@@ -76,18 +92,28 @@ def gpt2_config(spec: ModelSpec) -> GPT2Config:
         resid_pdrop=dropout,
         embd_pdrop=dropout,
         attn_pdrop=dropout,
-        tie_word_embeddings=True,
+        tie_word_embeddings=spec.tie_embeddings is not False,
         bos_token_id=None,  # GPT-2's 50256 is outside a smaller vocabulary; the data set owns its tokens
         eos_token_id=None,
     )
 
 
+def one_head(config: GPT2Config) -> GPT2Config:
+    """A copy of ``config`` with one head, which HF's GPT-2 modules accept whatever n_embd is."""
+    single = copy.deepcopy(config)
+    single.n_head = 1
+    return single
+
+
 def build_gpt2(spec: ModelSpec) -> nn.Module:
-    lm = GPT2LMHeadModel(gpt2_config(spec))
-    if spec.head_dim is not None and spec.head_dim * spec.num_heads != spec.embed_dim:
-        for index, block in enumerate(lm.transformer.h):
-            block.attn = FixedHeadDimGPT2Attention(lm.config, index, spec.head_dim)
-            block.attn.apply(lm._init_weights)
+    config = gpt2_config(spec)
+    if spec.head_dim is None or spec.head_dim * spec.num_heads == spec.embed_dim:
+        return CausalLM(GPT2LMHeadModel(config))
+    lm = GPT2LMHeadModel(one_head(config))  # every block's attention is replaced below
+    lm.config.n_head = spec.num_heads
+    for index, block in enumerate(lm.transformer.h):
+        block.attn = FixedHeadDimGPT2Attention(lm.config, index, spec.head_dim)
+        block.attn.apply(lm._init_weights)
     return CausalLM(lm)
 
 
@@ -142,7 +168,7 @@ GPT2 = Family(
     mlp_layers=gpt2_mlp_layers,
     kappa_layers=gpt2_kappa_layers,
     num_tokens=sequence_tokens,
-    accepts=("head_dim", "seq_len", "vocab_size", "dropout"),
+    accepts=("head_dim", "seq_len", "vocab_size", "dropout", "tie_embeddings"),
     check=check_gpt2,
     modality="causal_lm",
     example_input=sequence_input,

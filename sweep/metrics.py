@@ -46,6 +46,8 @@ PERCENT_METRICS = tuple(name for name, info in METRICS.items() if info.unit == "
 IMAGE_METRICS = ("top1", "top5", "val_loss")
 SEQUENCE_CLASSIFICATION_METRICS = ("accuracy", "val_loss")
 LANGUAGE_MODEL_METRICS = ("val_loss", "perplexity", "accuracy")  # per held-out token; accuracy: argmax is right
+# Masked LMs: the GLUE average after fine-tuning, and the masked-token loss, perplexity and accuracy of pretraining.
+MASKED_LM_METRICS = ("glue_avg", *LANGUAGE_MODEL_METRICS)
 # Which headline metrics each data set's trials report (DataSpec.name → metric names).
 DATASET_METRICS: dict[str, tuple[str, ...]] = {
     "digits": IMAGE_METRICS,
@@ -56,6 +58,7 @@ DATASET_METRICS: dict[str, tuple[str, ...]] = {
     "lra_listops": SEQUENCE_CLASSIFICATION_METRICS,
     "mqar": LANGUAGE_MODEL_METRICS,
     "tinystories": LANGUAGE_MODEL_METRICS,
+    "mlm_corpus": MASKED_LM_METRICS,
 }
 
 DEFAULT_METRIC = "top1"

@@ -103,11 +103,14 @@ class Plan:
 
 def data_modality(data: DataSpec) -> str:
     """What the data set gives a model, as families name it: ``image``, ``sequence`` (token sequences to
-    classify) or ``causal_lm`` (text, for next-token prediction)."""
-    from workers.config import LM_DATA_SETS
+    classify), ``causal_lm`` (text, for next-token prediction) or ``masked_lm`` (text, for masked-token
+    prediction, then GLUE)."""
+    from workers.config import LM_DATA_SETS, MLM_DATA_SETS
 
     if data.name in LM_DATA_SETS:
         return "causal_lm"
+    if data.name in MLM_DATA_SETS:
+        return "masked_lm"
     return "sequence" if data.name in SEQUENCE_DATA_SETS else "image"
 
 
@@ -131,6 +134,11 @@ def data_fields(data: DataSpec) -> dict:
         from workers.lm_data import lm_vocab_size
 
         vocab = lm_vocab_size(data)
+        return {"seq_len": data.seq_len, "vocab_size": vocab, "num_classes": vocab}
+    if data_modality(data) == "masked_lm":  # masked-token prediction: one class per token id
+        from workers.mlm_data import mlm_vocab_size
+
+        vocab = mlm_vocab_size(data)
         return {"seq_len": data.seq_len, "vocab_size": vocab, "num_classes": vocab}
     if is_sequence_data(data):
         from workers.listops import NUM_CLASSES, VOCAB_SIZE

@@ -22,6 +22,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 SCHEMA_VERSION = 2
+# GLUE tasks with a score column in trials (workers/glue.py's GLUE_TASKS; a test keeps the two equal).
+GLUE_TASK_NAMES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "mnli_mm", "qnli", "rte", "wnli", "synthetic")
 TABLES = ("trials", "epochs", "kappa")
 
 TRIALS = pa.schema([
@@ -51,6 +53,11 @@ TRIALS = pa.schema([
     ("accuracy", pa.float64()),  # percent, held-out: sequence classification, or next tokens (language models)
     ("val_loss", pa.float64()),  # nats: mean held-out cross-entropy (per token for language models)
     ("perplexity", pa.float64()),  # language models: exp(val_loss)
+    ("glue_avg", pa.float64()),  # masked LMs: mean of the GLUE task scores below that the trial ran (points)
+    # Each GLUE task's dev score in points (percent) with its metric: MCC (cola), F1 (mrpc, qqp), Spearman
+    # (stsb), accuracy (the rest; mnli: matched, mnli_mm: mismatched dev set); synthetic: the generated task.
+    *((f"glue_{task}", pa.float64()) for task in GLUE_TASK_NAMES),
+    ("finetune_s", pa.float64()),  # masked LMs: wall seconds of GLUE fine-tuning, all tasks
     ("params", pa.int64()),
     ("params_attention", pa.int64()),
     ("params_mlp", pa.int64()),

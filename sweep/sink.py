@@ -21,7 +21,7 @@ from ray import tune
 
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
-from sweep.schema import SCHEMA_VERSION, TABLES, table_from_rows
+from sweep.schema import GLUE_TASK_NAMES, SCHEMA_VERSION, TABLES, table_from_rows
 
 log = logging.getLogger("sweep.sink")
 
@@ -31,7 +31,7 @@ RECORD_COLUMNS = (
     "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
     "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms",
     "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len",
-    "tokenizer", "device",
+    "tokenizer", "device", "glue_avg", *(f"glue_{task}" for task in GLUE_TASK_NAMES), "finetune_s",
     "started_at", "finished_at",
 )  # fmt: skip
 # A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.

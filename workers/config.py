@@ -125,8 +125,9 @@ class ModelSpec(StrictModel):
 
 
 LM_DATA_SETS = ("mqar", "tinystories")  # language-model data: a label per token (workers/lm_data.py)
+MLM_DATA_SETS = ("mlm_corpus",)  # masked-LM pretraining text, then GLUE (workers/mlm_data.py)
 # Token sequences (the model's seq_len and vocab_size come from the data); the other data sets are images.
-SEQUENCE_DATA_SETS = ("listops", "lra_listops", *LM_DATA_SETS)
+SEQUENCE_DATA_SETS = ("listops", "lra_listops", *LM_DATA_SETS, *MLM_DATA_SETS)
 MQAR_DEFAULT_VOCAB_SIZE = 256  # small, for CPU runs; Zoology's default is 8,192
 TEXT_DEFAULT_VOCAB_SIZE = 4096  # a byte-level BPE trained here when no tokenizer.json is given
 
@@ -201,6 +202,75 @@ class TextSpec(StrictModel):
         return self
 
 
+CRAMMING_GLUE_TASKS = ("mnli", "mnli_mm", "qqp", "qnli", "sst2", "cola", "stsb", "mrpc", "rte")  # cramming: no WNLI
+
+
+class CorpusSpec(StrictModel):
+    """Masked-LM pretraining text (Crammed BERT; ``workers/mlm_data.py`` defines every step).
+
+    ``source``: ``folder`` reads ``data.root`` (or ``$MLM_CORPUS_ROOT``): ``train.txt`` and ``valid.txt``, one
+    document per non-empty line, or a ``datasets`` ``DatasetDict`` saved to disk (``train`` and ``validation``
+    splits, a ``text`` column); ``generated`` writes ``generated_sentences`` sentences of a small English-like
+    grammar (``workers.glue.generated_corpus``), for runs with no files. ``tokenizer``: a ``tokenizer.json``
+    with ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (absolute, or relative to the root); left out, the root's
+    ``tokenizer.json`` when there is one, else a WordPiece of ``vocab_size`` ids (cramming's: 32,768,
+    lower-cased, accents stripped) trained here on the training text and cached. ``mask_prob``: the share of
+    tokens masked (cramming: 0.25), each replaced by ``[MASK]`` with probability 0.8, by a random token with
+    0.1, kept with 0.1. ``seed``: generation and the fixed masking of the validation split."""
+
+    source: Literal["folder", "generated"] = "folder"
+    generated_sentences: int = Field(default=20_000, ge=10, description="source: generated only")
+    tokenizer: str | None = Field(default=None, description="tokenizer.json to read instead of training one")
+    vocab_size: int | None = Field(default=None, ge=16, description="WordPiece trained here (default 32,768)")
+    train_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the training text")
+    val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
+    mask_prob: float = Field(default=0.25, gt=0.0, lt=1.0, description="share of tokens masked (cramming: 0.25)")
+    seed: int = Field(default=0, ge=0, description="generation and validation masking seed, shared by every trial")
+
+    @model_validator(mode="after")
+    def _one_tokenizer(self) -> CorpusSpec:
+        if self.tokenizer is not None and self.vocab_size is not None:
+            raise ValueError(
+                "vocab_size is for a tokenizer trained here; a given tokenizer.json has its own, but got "
+                f"(tokenizer={self.tokenizer!r}, vocab_size={self.vocab_size})"
+            )
+        return self
+
+
+class GlueSpec(StrictModel):
+    """The GLUE tasks a pretrained encoder is fine-tuned and scored on (``workers/glue.py``, ``workers/finetune.py``).
+
+    ``root``: the ``glue_data`` folder (``<TASK>/{train,dev}.tsv``), or ``$GLUE_DIR``. ``tasks``: cramming's
+    eight tasks with MNLI's matched and mismatched dev sets counted apart (their GLUE average). ``generated``:
+    write the generated ``synthetic`` task (``generated_train_rows`` / ``generated_dev_rows``) under the cache
+    instead of reading a root; it only checks that the pipeline runs. ``limit_train`` / ``limit_dev``: keep
+    the first rows of each task's split."""
+
+    root: str | None = None
+    tasks: Annotated[list[str], Field(min_length=1)] = list(CRAMMING_GLUE_TASKS)
+    generated: bool = False
+    generated_train_rows: int = Field(default=2000, ge=2)
+    generated_dev_rows: int = Field(default=500, ge=2)
+    limit_train: int | None = Field(default=None, ge=1)
+    limit_dev: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _known_tasks(self) -> GlueSpec:
+        from workers.glue import GLUE_TASKS
+
+        unknown = [task for task in self.tasks if task not in GLUE_TASKS]
+        if unknown:
+            raise ValueError(f"unknown GLUE tasks {unknown}; known: {', '.join(GLUE_TASKS)}")
+        if self.generated and self.tasks != ["synthetic"]:
+            raise ValueError(
+                f"generated GLUE data is the one task 'synthetic', but got (tasks={self.tasks}); "
+                "set tasks: [synthetic], or generated: false and a root"
+            )
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"tasks must be unique, but got {self.tasks}")
+        return self
+
+
 class DataSpec(StrictModel):
     """Where the trial's images or token sequences come from. Nothing is ever downloaded.
 
@@ -213,6 +283,8 @@ class DataSpec(StrictModel):
     - ``mqar``: multi-query associative recall generated here (options in ``mqar``); a label per token.
     - ``tinystories``: TinyStories' text under ``root`` (or ``$TINYSTORIES_ROOT``), tokenised and packed
       for next-token prediction (options in ``text``); cached under ``$SWEEP_CACHE_DIR/tinystories/``.
+    - ``mlm_corpus``: masked-LM pretraining text under ``root`` (or ``$MLM_CORPUS_ROOT``), or generated
+      (options in ``corpus``), then the GLUE tasks in ``glue`` (Crammed BERT).
 
     The sequence data sets need ``seq_len`` (tokens per sample after truncation and padding) and score
     the headline metric on ``eval_split``; ``limit_train`` / ``limit_val`` keep the first rows (``limit_val``
@@ -222,9 +294,9 @@ class DataSpec(StrictModel):
     language-model data sets (``LM_DATA_SETS``) are scored on ``val`` only.
     """
 
-    name: Literal["digits", "cifar10", "cifar100", "imagefolder", "listops", "lra_listops", "mqar", "tinystories"] = (
-        "digits"
-    )
+    name: Literal[
+        "digits", "cifar10", "cifar100", "imagefolder", "listops", "lra_listops", "mqar", "tinystories", "mlm_corpus"
+    ] = "digits"
     root: str | None = None
     img_size: int | None = Field(default=None, ge=1, description="resize to this; None keeps the native size")
     num_classes: int | None = Field(
@@ -246,6 +318,8 @@ class DataSpec(StrictModel):
     listops: ListOpsSpec | None = Field(default=None, description="name: listops only; None means LRA's options")
     mqar: MQARSpec | None = Field(default=None, description="name: mqar only; None means MQARSpec()'s defaults")
     text: TextSpec | None = Field(default=None, description="name: tinystories only; None means TextSpec()'s")
+    corpus: CorpusSpec | None = Field(default=None, description="name: mlm_corpus only; None means CorpusSpec()'s")
+    glue: GlueSpec | None = Field(default=None, description="name: mlm_corpus only; None means GlueSpec()'s")
 
     @model_validator(mode="after")
     def _fields_fit_the_data_set(self) -> DataSpec:
@@ -265,15 +339,22 @@ class DataSpec(StrictModel):
                     f"listops options only go with name: listops (lra_listops reads LRA's files as they are), "
                     f"but got (name={self.name!r}, listops={self.listops.model_dump()})"
                 )
-            for field, owner in (("mqar", "mqar"), ("text", "tinystories")):
+            for field, owner in (
+                ("mqar", "mqar"),
+                ("text", "tinystories"),
+                ("corpus", "mlm_corpus"),
+                ("glue", "mlm_corpus"),
+            ):
                 if getattr(self, field) is not None and self.name != owner:
                     raise ValueError(
                         f"{field} options only go with name: {owner}, but got "
                         f"(name={self.name!r}, {field}={getattr(self, field).model_dump()})"
                     )
-            if self.name in LM_DATA_SETS and self.eval_split != "val":
+            if self.name in (*LM_DATA_SETS, *MLM_DATA_SETS) and self.eval_split != "val":
                 raise ValueError(
-                    f"the language-model data sets ({', '.join(LM_DATA_SETS)}) have a val split only, but got "
+                    "the language-model data sets ("
+                    + ", ".join((*LM_DATA_SETS, *MLM_DATA_SETS))
+                    + f") have a val split only, but got "
                     f"(name={self.name!r}, eval_split={self.eval_split!r})"
                 )
             if self.name == "mqar":
@@ -288,6 +369,8 @@ class DataSpec(StrictModel):
             "listops": self.listops,
             "mqar": self.mqar,
             "text": self.text,
+            "corpus": self.corpus,
+            "glue": self.glue,
         }
         given = [name for name, value in wrong.items() if value is not None]
         if given:
@@ -309,10 +392,32 @@ class DataSpec(StrictModel):
         if self.name not in SEQUENCE_DATA_SETS:
             for name in ("seq_len", "eval_split", "listops"):
                 dumped.pop(name, None)
-        for name, owner in (("mqar", "mqar"), ("text", "tinystories")):
+        for name, owner in (
+            ("mqar", "mqar"),
+            ("text", "tinystories"),
+            ("corpus", "mlm_corpus"),
+            ("glue", "mlm_corpus"),
+        ):
             if self.name != owner:
                 dumped.pop(name, None)
         return dumped
+
+
+class FinetuneSpec(StrictModel):
+    """Fine-tuning a pretrained encoder on each GLUE task (``workers/finetune.py``): AdamW, linear warm-up over
+    ``warmup_fraction`` of the steps then cosine decay to ``min_lr``, cross-entropy (mean squared error for
+    STS-B), no label smoothing. Defaults are cramming's GLUE recipe (5 epochs, batch 16, learning rate 4e-5,
+    10% warm-up, weight decay 0.01). ``max_steps`` caps each task's steps."""
+
+    epochs: int = Field(default=5, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=16, ge=1)
+    eval_batch_size: int = Field(default=128, ge=1)
+    lr: float = Field(default=4e-5, gt=0.0)
+    min_lr: float = Field(default=0.0, ge=0.0)
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    warmup_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    grad_clip_norm: float | None = Field(default=None, gt=0.0)
 
 
 class TrainSpec(StrictModel):
@@ -333,6 +438,18 @@ class TrainSpec(StrictModel):
     grad_clip_norm: float | None = Field(default=1.0, gt=0.0)
     amp_bf16: bool = Field(default=True, description="bf16 autocast; applies on CUDA only")
     deterministic: bool = True
+    finetune: FinetuneSpec | None = Field(
+        default=None, description="masked LMs: the GLUE fine-tuning recipe after pretraining (None: cramming's)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump_without_unset_finetune(self, handler):
+        """Without ``finetune`` when it is unset, so recipes (and the config ids hashed from them) stay what
+        they were before the field existed."""
+        dumped = handler(self)
+        if isinstance(dumped, dict) and self.finetune is None:
+            dumped.pop("finetune", None)
+        return dumped
 
 
 class ProbeSpec(StrictModel):

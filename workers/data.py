@@ -21,13 +21,17 @@ import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from workers import listops, lm_data
-from workers.config import LM_DATA_SETS, SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec, MQARSpec, TextSpec
+from workers.config import LM_DATA_SETS, MLM_DATA_SETS, SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec, MQARSpec, TextSpec
+
+if TYPE_CHECKING:  # workers.mlm_data imports this module; it is imported where used
+    from workers.mlm_data import MLMBatches, MLMSplits
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
@@ -193,6 +197,10 @@ def require_local_data(spec: DataSpec) -> Path | None:
     so the driver can check in seconds before anything starts."""
     if spec.name in ("digits", "listops", "mqar"):
         return None  # embedded, or generated here
+    if spec.name in MLM_DATA_SETS:
+        from workers.mlm_data import require_mlm_data
+
+        return require_mlm_data(spec)  # corpus, tokenizer and GLUE files; None when all are generated
     if spec.name == "tinystories":
         root = resolve_root(spec, TINYSTORIES_ROOT_ENV)
         if lm_data.find_layout(root) is None:
@@ -338,9 +346,14 @@ def keep_first_rows(splits, spec: DataSpec):
     return dataclasses.replace(splits, **kept)
 
 
-def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | LMSplits | None:
+def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | LMSplits | MLMSplits | None:
     """The in-memory splits for ``spec`` (:class:`SequenceSplits` for token sequences, :class:`LMSplits` for
-    language-model data), or None for on-disk image data sets (read per worker)."""
+    language-model data, ``workers.mlm_data.MLMSplits`` for masked-LM data), or None for on-disk image data
+    sets (read per worker)."""
+    if spec.name in MLM_DATA_SETS:
+        from workers.mlm_data import load_mlm_arrays
+
+        return load_mlm_arrays(spec)
     if spec.name == "mqar":
         return load_mqar_arrays(spec)
     if spec.name == "tinystories":
@@ -635,11 +648,17 @@ class FolderBatches:
         return self._probe[:count]
 
 
-def open_batches(spec: DataSpec, device: torch.device, arrays: ArraySplits | SequenceSplits | LMSplits | None = None):
+def open_batches(
+    spec: DataSpec, device: torch.device, arrays: ArraySplits | SequenceSplits | LMSplits | MLMSplits | None = None
+) -> TensorBatches | FolderBatches | SequenceBatches | LMBatches | MLMBatches:
     """Batch source for a trial. ``arrays`` are in-memory splits the driver already loaded (else loaded
     here); on-disk data sets are opened from their root."""
     if spec.name == "imagefolder":
         return FolderBatches(spec, device)
+    if spec.name in MLM_DATA_SETS:  # before SEQUENCE_DATA_SETS, which holds them too
+        from workers.mlm_data import MLMBatches
+
+        return MLMBatches(arrays if arrays is not None else load_arrays(spec), spec, device)
     if spec.name in LM_DATA_SETS:
         return LMBatches(arrays if arrays is not None else load_arrays(spec), spec, device)
     if spec.name in SEQUENCE_DATA_SETS:

@@ -16,6 +16,7 @@ from torch import nn
 
 from workers.config import ModelSpec
 from workers.families.base import Family, KappaLayer, ModelConfigError
+from workers.families.crammed_bert import CRAMMED_BERT
 from workers.families.davit import DAVIT
 from workers.families.gpt2 import GPT2
 from workers.families.nystromformer import NYSTROMFORMER
@@ -29,7 +30,7 @@ __all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "
 
 FAMILIES: dict[str, Family] = {
     family.name: family
-    for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER, GPT2)
+    for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER, GPT2, CRAMMED_BERT)
 }
 
 _DAVIT_B = dict(stage_depths=(1, 1, 9, 1), stage_heads=(4, 8, 16, 32), stage_dims=(128, 256, 512, 1024))

@@ -29,7 +29,8 @@ import torch
 from workers.batch import batch_size, head, tensors, tokens_per_sample
 from workers.config import ModelSpec, TrialConfig
 from workers.data import ArraySplits, DataMeta, open_batches
-from workers.models import build_model, num_tokens
+from workers.finetune import finetune_glue, glue_fields
+from workers.models import build_model, get_family, num_tokens
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
 from workers.probes.memory import peak_train_step_memory
@@ -175,6 +176,8 @@ def execute(
     if resume_from is not None:
         loop = restore_state(resume_from, ctx, generator, loop.started)
     train_loop(cfg, spec, ctx, data, on_epoch, record, loop, generator)
+    if get_family(spec.family).modality == "masked_lm":  # pretrained: now fine-tune and score on GLUE
+        fields.update(glue_fields(finetune_glue(ctx.model, data, cfg.train.finetune, cfg.train, device, cfg.seed)))
     measure_after_training(cfg, ctx, data, record)
 
 

@@ -73,9 +73,11 @@ class Family:
 
     ``accepts``: the optional spec fields (``OPTIONAL_FIELDS``) the family reads; any other that is set
     is an error. ``check`` returns further problems (rules between fields) without raising.
-    ``modality``: what its input is, ``image`` (a float tensor (B, C, H, W)) or ``sequence`` (a dict of
-    ``input_ids`` and ``attention_mask``, (B, seq_len) each); ``example_input`` builds one such input of
-    batch 1 on a device (FLOPs are counted on it).
+    ``modality``: what its input is and what it predicts: ``image`` (a float tensor (B, C, H, W), a class
+    per image), ``sequence`` (a dict of ``input_ids`` and ``attention_mask``, (B, seq_len) each; a class per
+    sequence), ``causal_lm`` (the same dict; the next token at every position) or ``masked_lm`` (the same
+    dict; the masked tokens, then GLUE fine-tuning); ``example_input`` builds one such input of batch 1 on
+    a device (FLOPs are counted on it).
     """
 
     name: str

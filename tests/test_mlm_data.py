@@ -1,0 +1,373 @@
+"""Masked-LM data: both corpus layouts, the tokenizer (trained here or read), the packing checked against a
+stream built here, BERT's masking statistics, the fixed validation masking, GLUE encoding checked against
+tokens computed here, the generated pipeline end to end, and the wiring in workers.data."""
+
+import numpy as np
+import pytest
+import torch
+
+from workers import mlm_data
+from workers.config import DataSpec
+from workers.data import DataNotFoundError, load_arrays, open_batches, require_local_data
+from workers.glue import generated_corpus
+from workers.lm_data import IGNORE_INDEX
+from workers.mlm_data import (
+    MLM_CORPUS_ROOT_ENV,
+    SPECIAL_TOKENS,
+    MLMBatches,
+    SpecialIds,
+    load_mlm_arrays,
+    mask_tokens,
+    truncate_pair,
+)
+
+CPU = torch.device("cpu")
+DOCUMENTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Crème brûlée is a dessert; CAFÉ owners serve it.",
+    "Masked language models predict hidden words from their context.",
+    "A small corpus gives a small vocabulary, and that is fine here.",
+    "Packing joins documents with a separator between them.",
+    "Every window has the same number of tokens.",
+] * 4
+VALID = ["The lazy dog sleeps while the fox runs.", "Models read words; models predict words."] * 3
+GENERATED_GLUE = {"generated": True, "tasks": ["synthetic"], "generated_train_rows": 40, "generated_dev_rows": 10}
+
+
+def mlm_spec(root=None, seq_len=8, corpus=None, glue=None, **fields) -> DataSpec:
+    """An mlm_corpus DataSpec: a 120-id WordPiece trained here and the generated GLUE task unless told."""
+    corpus = {"vocab_size": 120, **(corpus or {})}
+    glue = GENERATED_GLUE if glue is None else glue
+    return DataSpec(name="mlm_corpus", root=root, seq_len=seq_len, corpus=corpus, glue=glue, **fields)
+
+
+def write_text_corpus(root, train=DOCUMENTS, valid=VALID):
+    """train.txt and valid.txt, one document a line, with blank lines and stray spaces that must be dropped."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.txt").write_text("\n\n".join(f"  {doc} " for doc in train) + "\n", encoding="utf-8")
+    (root / "valid.txt").write_text("\n".join(valid) + "\n\n", encoding="utf-8")
+    return root
+
+
+def expected_stream(tokenizer, documents, sep_id):
+    """Each document's ids without special tokens, then [SEP], concatenated: the packing rule, built here."""
+    stream = []
+    for document in documents:
+        stream += [*tokenizer.encode(document, add_special_tokens=False).ids, sep_id]
+    return np.asarray(stream)
+
+
+# --- corpus layouts and packing ---------------------------------------------------------------------------------
+
+
+def test_text_layout_packs_documents_with_sep_into_windows(tmp_path):
+    root = write_text_corpus(tmp_path / "corpus")
+    spec = mlm_spec(root=str(root))
+    splits = load_mlm_arrays(spec)
+    layout = mlm_data.find_corpus_layout(root)
+    assert layout == "text"
+    assert list(mlm_data.iter_documents(root, layout, "train", spec.corpus)) == DOCUMENTS
+    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, root, layout)
+    assert splits.tokenizer == tokenizer.description and splits.vocab_size == tokenizer.vocab_size
+    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
+    windows = len(train) // spec.seq_len
+    assert windows > 0 and splits.ids_train.shape == (windows, spec.seq_len)
+    np.testing.assert_array_equal(splits.ids_train.reshape(-1), train[: windows * spec.seq_len])
+    assert splits.ids_train.dtype == np.uint8 and splits.num_classes == splits.vocab_size
+    val = expected_stream(tokenizer.tokenizer, VALID, tokenizer.specials.sep)
+    val_windows = torch.as_tensor(val[: len(val) // 8 * 8].reshape(-1, 8))
+    generator = torch.Generator().manual_seed(spec.corpus.seed)  # the validation split is masked once, so
+    masked, labels = mask_tokens(val_windows, generator, 0.25, tokenizer.specials, tokenizer.vocab_size)
+    np.testing.assert_array_equal(splits.ids_eval, masked.numpy())
+    np.testing.assert_array_equal(splits.labels_eval, labels.numpy())
+
+    capped = load_mlm_arrays(mlm_spec(root=str(root), corpus={"train_tokens": 21}, limit_train=2))
+    np.testing.assert_array_equal(capped.ids_train.reshape(-1), train[:16])  # 21 ids: two windows of 8
+    streams = mlm_data.load_mlm_streams(spec.corpus.model_copy(update={"train_tokens": 21}), root, layout, tokenizer)
+    np.testing.assert_array_equal(streams["train"], train[:21])
+
+
+def test_saved_layout_reads_the_text_column(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    root = tmp_path / "saved"
+    splits = {
+        "train": datasets.Dataset.from_dict({"text": [f" {doc}" for doc in DOCUMENTS] + ["  "], "id": [0] * 25}),
+        "validation": datasets.Dataset.from_dict({"text": VALID, "id": [1] * len(VALID)}),
+    }
+    datasets.DatasetDict(splits).save_to_disk(str(root))
+    spec = mlm_spec(root=str(root))
+    assert mlm_data.find_corpus_layout(root) == "saved"
+    assert list(mlm_data.iter_documents(root, "saved", "train", spec.corpus)) == DOCUMENTS
+    assert list(mlm_data.iter_documents(root, "saved", "val", spec.corpus)) == VALID
+    loaded = load_mlm_arrays(spec)
+    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, root, "saved")
+    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
+    np.testing.assert_array_equal(loaded.ids_train.reshape(-1), train[: loaded.ids_train.size])
+
+
+def test_missing_corpus_names_the_layouts_and_the_env_var(tmp_path, monkeypatch):
+    monkeypatch.delenv(MLM_CORPUS_ROOT_ENV, raising=False)
+    with pytest.raises(DataNotFoundError, match=f"no corpus folder.*{MLM_CORPUS_ROOT_ENV}.*source: generated"):
+        load_arrays(mlm_spec())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(MLM_CORPUS_ROOT_ENV, str(empty))
+    with pytest.raises(DataNotFoundError, match=rf"{empty}.*lacks train\.txt, valid\.txt.*dataset_dict\.json"):
+        require_local_data(mlm_spec())
+    with pytest.raises(FileNotFoundError, match=MLM_CORPUS_ROOT_ENV):
+        load_mlm_arrays(mlm_spec())
+    write_text_corpus(empty)
+    assert require_local_data(mlm_spec()) == empty  # found through the environment variable
+    with pytest.raises(DataNotFoundError, match=r"nope\.json.*data\.corpus\.tokenizer"):
+        require_local_data(mlm_spec(corpus={"tokenizer": "nope.json", "vocab_size": None}))
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    with pytest.raises(DataNotFoundError, match=r"GLUE root.*GLUE_DIR"):
+        require_local_data(mlm_spec(glue={"tasks": ["rte"]}))
+    with pytest.raises(DataNotFoundError, match=r"RTE/train\.tsv.*GLUE_DIR"):
+        require_local_data(mlm_spec(glue={"tasks": ["rte"], "root": str(tmp_path)}))
+
+
+def test_a_vocab_size_below_the_alphabet_is_rejected():
+    with pytest.raises(ValueError, match=r"has \d+ ids, more than data.corpus.vocab_size=16.*at least \d+"):
+        load_mlm_arrays(mlm_spec(corpus={"source": "generated", "generated_sentences": 50, "vocab_size": 16}))
+
+
+def test_no_window_says_which_knob_to_turn():
+    with pytest.raises(ValueError, match=r"train split gives \d+ token ids.*generated_sentences or lower seq_len"):
+        load_mlm_arrays(mlm_spec(seq_len=512, corpus={"source": "generated", "generated_sentences": 10}))
+
+
+# --- tokenizer --------------------------------------------------------------------------------------------------
+
+
+def test_trained_wordpiece_has_the_specials_first_and_normalises(tmp_path):
+    tokenizer = mlm_data.load_mlm_tokenizer(mlm_spec().corpus, write_text_corpus(tmp_path), "text").tokenizer
+    assert [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert tokenizer.normalizer.normalize_str("Crème BRÛLÉE") == "creme brulee"
+    encode = tokenizer.encode
+    assert encode("CAFÉ Crème", add_special_tokens=False).ids == encode("cafe creme", add_special_tokens=False).ids
+    again = mlm_data.load_mlm_tokenizer(mlm_spec().corpus, tmp_path, "text")  # read from the cache
+    assert again.description.startswith("trained:wordpiece-120-") and again.tokenizer.to_str() == tokenizer.to_str()
+
+
+def test_a_given_tokenizer_must_have_every_special_token(tmp_path):
+    root = write_text_corpus(tmp_path)
+    lacking = mlm_data.train_wordpiece(DOCUMENTS, 100)
+    vocab = {token: index for token, index in lacking.get_vocab().items() if token != "[MASK]"}
+    from tokenizers import Tokenizer, models
+
+    without_mask = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    without_mask.save(str(root / "no_mask.json"))
+    with pytest.raises(ValueError, match=r"no_mask\.json lacks the special tokens \[MASK\]"):
+        load_mlm_arrays(mlm_spec(root=str(root), corpus={"tokenizer": "no_mask.json", "vocab_size": None}))
+
+    lacking.save(str(root / "tokenizer.json"))  # the root's tokenizer.json is read when none is named
+    splits = load_mlm_arrays(mlm_spec(root=str(root), corpus={"vocab_size": None}))
+    assert splits.tokenizer == f"file:{(root / 'tokenizer.json').resolve()}"
+    assert splits.vocab_size == max(lacking.get_vocab().values()) + 1
+    assert mlm_data.mlm_vocab_size(mlm_spec(root=str(root), corpus={"vocab_size": None})) == splits.vocab_size
+    assert mlm_data.mlm_vocab_size(mlm_spec(root=str(tmp_path / "none"), corpus={"vocab_size": 300})) == 300
+    with pytest.raises(DataNotFoundError, match=r"gone\.json.*vocabulary size cannot be known"):
+        mlm_data.mlm_vocab_size(mlm_spec(root=str(root), corpus={"tokenizer": "gone.json", "vocab_size": None}))
+
+
+# --- masking ----------------------------------------------------------------------------------------------------
+
+
+SPECIALS = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+
+
+def test_mask_tokens_follows_berts_rule():
+    vocab, rows, length, prob = 1000, 512, 128, 0.25
+    ids = torch.randint(5, vocab, (rows, length), generator=torch.Generator().manual_seed(1))
+    ids[:, ::10] = SPECIALS.sep
+    ids[:, 0] = SPECIALS.cls
+    ids[::7, -3:] = SPECIALS.pad
+    ids[::5, 5] = SPECIALS.unk
+    inputs, labels = mask_tokens(ids, torch.Generator().manual_seed(0), prob, SPECIALS, vocab)
+    assert inputs.shape == labels.shape == ids.shape and inputs.dtype == labels.dtype == torch.int64
+    special = torch.isin(ids, torch.tensor(SPECIALS.all()))
+    selected = labels != IGNORE_INDEX
+    assert not (selected & special).any()  # specials are never selected
+    assert torch.equal(labels[selected], ids[selected])
+    assert torch.equal(inputs[~selected], ids[~selected])
+    assert abs(selected.sum().item() / (~special).sum().item() - prob) < 0.01
+    masked = (inputs == SPECIALS.mask) & selected
+    kept = (inputs == ids) & selected
+    replaced = selected & ~masked & ~kept
+    count = selected.sum().item()
+    assert abs(masked.sum().item() / count - 0.8) < 0.015
+    assert abs(kept.sum().item() / count - 0.1) < 0.01  # a random draw equal to the id counts here: 1 in 995
+    assert abs(replaced.sum().item() / count - 0.1) < 0.01
+    assert inputs[replaced].min() >= 5 and inputs[replaced].max() < vocab  # random non-special ids
+    again = mask_tokens(ids, torch.Generator().manual_seed(0), prob, SPECIALS, vocab)
+    assert torch.equal(again[0], inputs) and torch.equal(again[1], labels)
+    other = mask_tokens(ids, torch.Generator().manual_seed(1), prob, SPECIALS, vocab)
+    assert not torch.equal(other[1], labels)
+
+
+def test_every_row_with_a_candidate_gets_a_label():
+    ids = torch.randint(5, 50, (300, 4), generator=torch.Generator().manual_seed(2))
+    ids[0] = SPECIALS.pad  # no candidate: nothing can be scored there
+    ids[1, 1:] = SPECIALS.sep  # one candidate: it must be the one
+    _, labels = mask_tokens(ids, torch.Generator().manual_seed(3), 0.02, SPECIALS, 50)
+    scored = (labels != IGNORE_INDEX).sum(dim=1)
+    assert scored[0] == 0 and labels[1, 0] == ids[1, 0]
+    assert (scored[1:] >= 1).all()
+    with pytest.raises(ValueError, match="mask_prob"):
+        mask_tokens(ids, torch.Generator(), 1.0, SPECIALS, 50)
+
+
+def test_validation_masking_is_the_same_on_every_load():
+    spec = mlm_spec(seq_len=16, corpus={"source": "generated", "generated_sentences": 400, "seed": 5})
+    first, second = load_mlm_arrays(spec), load_mlm_arrays(spec)  # the second from the cache
+    np.testing.assert_array_equal(first.ids_eval, second.ids_eval)
+    np.testing.assert_array_equal(first.labels_eval, second.labels_eval)
+    assert (first.ids_eval == first.specials.mask).any()
+    assert ((first.labels_eval != IGNORE_INDEX).sum(axis=1) >= 1).all()
+    limited = load_mlm_arrays(spec.model_copy(update={"limit_val": 3}))
+    np.testing.assert_array_equal(limited.labels_eval, first.labels_eval[:3])  # limit_val keeps the same masks
+
+
+# --- GLUE -------------------------------------------------------------------------------------------------------
+
+
+def longest_first(a, b, budget):
+    """HF's longest_first truncation, one token at a time (the longer loses one; b on a tie)."""
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+    return a, b
+
+
+def test_truncate_pair_is_the_one_at_a_time_loop():
+    for len_a in range(12):
+        for len_b in range(12):
+            for budget in range(16):
+                a, b = longest_first(range(len_a), range(len_b), budget)
+                assert truncate_pair(len_a, len_b, budget) == (len(a), len(b)), (len_a, len_b, budget)
+
+
+LONG_SENTENCE = "a dull boring film with a dull plot and a dull cast and dull music"
+RTE_ROWS = [
+    ("The dog sleeps.", "A dog is asleep in the garden next to the old wooden house.", "entailment"),
+    ("Masked language models predict hidden words from their context quite well.", "Models predict.", "entailment"),
+    ("A fox.", "A dog.", "not_entailment"),
+    ("Packing joins documents with a separator and more words.", "Every window holds many tokens.", "not_entailment"),
+]
+
+
+def write_glue_root(root):
+    """RTE (pairs), SST-2 (single sentences), STS-B (scores) and MNLI (shared train) in GLUE's layout."""
+    rte = enumerate(RTE_ROWS)
+    files = {
+        "RTE/train.tsv": ["index\tsentence1\tsentence2\tlabel", *(f"{i}\t{a}\t{b}\t{y}" for i, (a, b, y) in rte)],
+        "SST-2/train.tsv": ["sentence\tlabel", "a lovely film\t1", f"{LONG_SENTENCE}\t0"],
+        "SST-2/dev.tsv": ["sentence\tlabel", "good\t1"],
+        "STS-B/train.tsv": ["sentence1\tsentence2\tscore", "a dog\ta cat\t1.5", "the fox\tthe fox\t5.0"],
+        "STS-B/dev.tsv": ["sentence1\tsentence2\tscore", "a dog\ta dog\t4.25"],
+        "MNLI/train.tsv": ["sentence1\tsentence2\tgold_label", "a dog\ta cat\tneutral", "a\tb\tentailment"],
+        "MNLI/dev_matched.tsv": ["sentence1\tsentence2\tgold_label", "a dog\ta dog\tentailment"],
+        "MNLI/dev_mismatched.tsv": ["sentence1\tsentence2\tgold_label", "x\ty\tcontradiction", "broken"],
+    }
+    files["RTE/dev.tsv"] = files["RTE/train.tsv"]
+    for name, lines in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_glue_examples_are_cls_a_sep_b_sep_truncated_longest_first_and_padded(tmp_path):
+    corpus_root = write_text_corpus(tmp_path / "corpus")
+    glue_root = write_glue_root(tmp_path / "glue")
+    tasks = ["rte", "sst2", "stsb", "mnli", "mnli_mm"]
+    seq_len = 14
+    spec = mlm_spec(root=str(corpus_root), seq_len=seq_len, glue={"root": str(glue_root), "tasks": tasks})
+    splits = load_mlm_arrays(spec)
+    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, corpus_root, "text")
+    s, encode = tokenizer.specials, tokenizer.tokenizer.encode
+    assert list(splits.glue) == tasks
+    rte = splits.glue["rte"]
+    assert rte.ids_train.shape == (len(RTE_ROWS), seq_len) and rte.lengths_train.dtype == np.int32
+    assert rte.labels_train.tolist() == [0, 0, 1, 1] and rte.metric == "accuracy" and rte.num_labels == 2
+    truncated = 0
+    for row, (a, b, _) in enumerate(RTE_ROWS):
+        ids_a, ids_b = encode(a, add_special_tokens=False).ids, encode(b, add_special_tokens=False).ids
+        kept_a, kept_b = longest_first(ids_a, ids_b, seq_len - 3)
+        truncated += len(kept_a) + len(kept_b) < len(ids_a) + len(ids_b)
+        expected = [s.cls, *kept_a, s.sep, *kept_b, s.sep]
+        assert rte.lengths_train[row] == len(expected)
+        assert rte.ids_train[row].tolist() == expected + [s.pad] * (seq_len - len(expected))
+    assert truncated >= 2  # both sides of the rule are exercised
+    sst2 = splits.glue["sst2"]
+    long = encode(LONG_SENTENCE, add_special_tokens=False).ids
+    assert len(long) > seq_len - 2 and sst2.lengths_train.tolist()[1] == seq_len  # truncated to fit
+    assert sst2.ids_train[1].tolist() == [s.cls, *long[: seq_len - 2], s.sep]
+    lovely = [s.cls, *encode("a lovely film", add_special_tokens=False).ids, s.sep]
+    assert sst2.ids_train[0].tolist() == lovely + [s.pad] * (seq_len - len(lovely))
+    assert sst2.lengths_dev.tolist() == [len(encode("good", add_special_tokens=False).ids) + 2]
+    stsb = splits.glue["stsb"]
+    assert stsb.labels_train.dtype == np.float32 and stsb.num_labels == 1 and stsb.metric == "spearman"
+    mnli, mnli_mm = splits.glue["mnli"], splits.glue["mnli_mm"]
+    assert mnli.ids_train is mnli_mm.ids_train  # one encoding of the shared train.tsv
+    assert mnli_mm.labels_dev.tolist() == [0] and mnli_mm.skipped_rows == 1
+
+    limits = {"root": str(glue_root), "tasks": ["rte"], "limit_train": 2, "limit_dev": 1}
+    limited = load_mlm_arrays(mlm_spec(root=str(corpus_root), seq_len=seq_len, glue=limits))
+    assert len(limited.glue["rte"].ids_train) == 2 and len(limited.glue["rte"].labels_dev) == 1
+
+    batches = MLMBatches(splits, spec, CPU)
+    assert batches.glue_tasks == tasks and batches.glue_arrays("stsb") is stsb
+    inputs, labels = next(batches.glue_batches("stsb", "train", 8))
+    assert labels.dtype == torch.float32 and inputs["input_ids"].dtype == torch.int64
+    with pytest.raises(KeyError, match="loaded: rte, sst2"):
+        batches.glue_arrays("cola")
+
+
+# --- end to end -------------------------------------------------------------------------------------------------
+
+
+def test_generated_source_runs_end_to_end_through_open_batches():
+    spec = mlm_spec(seq_len=16, corpus={"source": "generated", "generated_sentences": 600})
+    assert require_local_data(spec) is None  # generated corpus and GLUE: nothing on disk needed
+    sentences = generated_corpus(600, 0)
+    assert list(mlm_data.iter_documents(None, "generated", "train", spec.corpus)) == sentences[:540]
+    assert list(mlm_data.iter_documents(None, "generated", "val", spec.corpus)) == sentences[540:]  # the last 10%
+    batches = open_batches(spec, CPU)
+    assert isinstance(batches, MLMBatches)
+    meta = batches.meta
+    splits = batches.splits
+    assert meta.num_classes == meta.vocab_size == splits.vocab_size and meta.seq_len == 16
+    assert meta.tokenizer.startswith("trained:wordpiece-120-") and meta.val_size == len(splits.ids_eval)
+    assert batches.steps_per_epoch(8) == len(splits.ids_train) // 8
+    epoch = list(batches.train_batches(8, torch.Generator().manual_seed(0)))
+    assert len(epoch) == batches.steps_per_epoch(8)
+    inputs, labels = epoch[0]
+    assert inputs["input_ids"].shape == labels.shape == (8, 16)
+    assert inputs["input_ids"].dtype == inputs["attention_mask"].dtype == labels.dtype == torch.int64
+    assert (inputs["attention_mask"] == 1).all() and (labels != IGNORE_INDEX).any()
+    assert (inputs["input_ids"] == splits.specials.mask).any()
+    same = next(batches.train_batches(8, torch.Generator().manual_seed(0)))
+    assert torch.equal(same[0]["input_ids"], inputs["input_ids"]) and torch.equal(same[1], labels)
+    val = list(batches.val_batches(50))
+    assert sum(len(y) for _, y in val) == meta.val_size
+    assert torch.equal(val[0][1], torch.as_tensor(splits.labels_eval[:50]))
+    assert torch.equal(batches.probe_images(3)["input_ids"], torch.as_tensor(splits.ids_eval[:3]).long())
+
+    assert batches.glue_tasks == ["synthetic"]
+    synthetic = batches.glue_arrays("synthetic")
+    dev = list(batches.glue_batches("synthetic", "dev", 4))
+    assert [len(y) for _, y in dev] == [4, 4, 2]  # in order, the last batch smaller
+    first_inputs, first_labels = dev[0]
+    assert torch.equal(first_labels, torch.as_tensor(synthetic.labels_dev[:4]))
+    lengths = torch.as_tensor(synthetic.lengths_dev[:4]).long()
+    assert torch.equal(first_inputs["attention_mask"].sum(dim=1), lengths)
+    assert torch.equal(first_inputs["attention_mask"], (torch.arange(16) < lengths[:, None]).long())
+    shuffled = list(batches.glue_batches("synthetic", "train", 16, torch.Generator().manual_seed(0)))
+    assert sum(len(y) for _, y in shuffled) == 40
+    all_ids = torch.cat([x["input_ids"] for x, _ in shuffled])
+    assert not torch.equal(all_ids, torch.as_tensor(synthetic.ids_train).long())
+    assert sorted(map(tuple, all_ids.tolist())) == sorted(map(tuple, synthetic.ids_train.astype(int).tolist()))

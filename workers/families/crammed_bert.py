@@ -1,0 +1,208 @@
+"""Crammed BERT (Geiping & Goldstein 2023, "Cramming: Training a Language Model on a Single GPU in One Day")
+as a masked language model, built from HF ``transformers``' ModernBERT modules (``ModernBertConfig``,
+``ModernBertForMaskedLM``), and the sequence classifier it is fine-tuned as on GLUE.
+
+Why ModernBERT: HF's ``BertModel`` is post-norm with biases everywhere and a plain GELU MLP; changing that
+would mean rewriting its layers. ModernBERT's layer is cramming's: pre-norm, no biases on any linear layer,
+a gated GELU MLP, a final LayerNorm after the last block and one after the embeddings. The construction
+here, against cramming's ``crammed-bert.yaml`` (JonasGeiping/cramming, ``arch/crammed-bert.yaml``):
+
+- layers, heads, width as the spec says; every layer attends globally (ModernBERT's sliding-window layers
+  are switched off: ``layer_types`` all ``full_attention``);
+- MLP ``Wi`` maps d_model to 2 · mlp_dim, GELU(first half) ⊙ second half, ``Wo`` maps mlp_dim back: cramming's
+  ``GELUglu`` with ``intermed_size`` = 2 · mlp_dim (cramming's 3072 is mlp_dim 1536 here);
+- output layer tied to the token embedding, no bias, and no transform before it (cramming's
+  ``skip_head_transform: True``): ModernBERT's prediction head (dense + norm) is replaced by the identity;
+- q, k, v in one ``Wqkv`` without bias (cramming's ``qkv_bias: False``); head_dim = d_model / heads.
+
+Differences, none of them in the parameter count beyond a few LayerNorm vectors: positions are rotary
+(ModernBERT's RoPE, θ = 10,000) where cramming adds scaled sinusoids (one learned scale); LayerNorms have
+no bias (cramming's do: 2 · d_model per norm more); the first layer's attention norm is the embedding norm
+(ModernBERT's; cramming normalises again). Counted at d_model 768, MLP 1536 (GLU 3072), 32,768 tokens:
+16 × 12 is 119,563,008 parameters and 10 × 24 is 84,164,352; cramming's layout would have 119,589,889 and
+84,182,017 (published 119M and 84M: +0.5% and +0.2% here).
+
+The model takes ``input_ids`` and ``attention_mask`` (B, N), 1 for real tokens, and returns token logits
+(B, N, vocab). The layers are called directly with an additive (B, 1, 1, N) mask and the rotary cos/sin:
+HF's mask builder inspects the mask's values, which FLOP counting on the meta device cannot.
+
+κ definition (kind ``self``), per layer and per sample with N = the sample's real tokens (right padding, so
+they are positions 0 … N-1):
+    Q_i, K_i, V_i ∈ R^{N×d}   head i's query, key and value from ``Wqkv`` at the real tokens
+    Q̃_i, K̃_i = RoPE(Q_i), RoPE(K_i) at positions 0 … N-1 (rotate-half form, θ = 10,000)
+    A_i = softmax(Q̃_i K̃_iᵀ / √d) V_i,   A = [A_1 … A_h] ∈ R^{N×h·d}   (before the output projection Wo)
+Padded keys are masked out of the softmax in the model, so this is exactly the layer's output at the real
+tokens. A is recomputed in float64 from the attention's input (after the attention norm) and its weights.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from transformers import ModernBertConfig, ModernBertForMaskedLM
+from transformers.models.modernbert.modeling_modernbert import ModernBertPredictionHead
+
+from workers.config import ModelSpec
+from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention
+from workers.families.sequence import additive_mask, check_sequence, sequence_input, sequence_tokens
+
+ROPE_THETA = 10_000.0
+NORM_EPS = 1e-12  # cramming's norm_eps
+
+
+def crammed_bert_config(spec: ModelSpec, num_labels: int = 2) -> ModernBertConfig:
+    dropout = spec.dropout or 0.0
+    return ModernBertConfig(
+        vocab_size=spec.vocab_size,
+        hidden_size=spec.embed_dim,
+        intermediate_size=spec.mlp_dim,
+        num_hidden_layers=spec.depth,
+        num_attention_heads=spec.num_heads,
+        layer_types=["full_attention"] * spec.depth,
+        rope_parameters={"full_attention": {"rope_theta": ROPE_THETA, "rope_type": "default"}},
+        max_position_embeddings=spec.seq_len,
+        norm_eps=NORM_EPS,
+        embedding_dropout=dropout,
+        mlp_dropout=dropout,
+        attention_dropout=dropout,
+        classifier_dropout=dropout,
+        decoder_bias=False,
+        tie_word_embeddings=True,
+        pad_token_id=None,  # [PAD]'s id is the tokenizer's; padded keys are masked, so its embedding is unused
+        bos_token_id=None,
+        eos_token_id=None,
+        cls_token_id=None,
+        sep_token_id=None,
+        num_labels=num_labels,
+        attn_implementation="sdpa",
+    )
+
+
+class CrammedEncoder(nn.Module):
+    """The encoder pass shared by the masked LM and the classifier: embeddings and their norm, the layers
+    with RoPE and an additive padding mask, the final norm. Returns hidden states (B, N, d_model)."""
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        backbone = self.backbone()
+        hidden = backbone.embeddings(input_ids=input_ids)
+        mask = additive_mask(attention_mask, hidden.dtype)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        rotary = backbone.rotary_emb(hidden, positions, "full_attention")
+        for layer in backbone.layers:
+            hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary)
+        return backbone.final_norm(hidden)
+
+    def backbone(self) -> nn.Module:
+        raise NotImplementedError
+
+
+class CrammedMaskedLM(CrammedEncoder):
+    """ModernBERT's masked LM in cramming's layout: token logits (B, N, vocab)."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.lm = ModernBertForMaskedLM(crammed_bert_config(spec))
+        self.lm.head = nn.Identity()  # cramming's skip_head_transform: the final norm feeds the decoder
+
+    def backbone(self) -> nn.Module:
+        return self.lm.model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.lm.decoder(self.encode(input_ids, attention_mask))
+
+    def classifier(self, num_labels: int) -> CrammedClassifier:
+        """A sequence classifier with a copy of this encoder's weights (the model itself is left as it is)."""
+        return CrammedClassifier(copy.deepcopy(self.lm.model), num_labels)
+
+
+class CrammedClassifier(CrammedEncoder):
+    """The pretrained encoder, its [CLS] position's final state (cramming's GLUE ``pooler: zero_index``), then
+    ModernBERT's prediction head (dense, GELU, norm), dropout and a linear layer to ``num_labels`` outputs
+    (1 for a regression such as STS-B). Returns (B, num_labels)."""
+
+    def __init__(self, encoder: nn.Module, num_labels: int):
+        super().__init__()
+        self.encoder = encoder
+        config = encoder.config
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        for module in (self.head.dense, self.classifier):
+            nn.init.normal_(module.weight, std=config.initializer_range)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    def backbone(self) -> nn.Module:
+        return self.encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        first = self.encode(input_ids, attention_mask)[:, 0]
+        return self.classifier(self.drop(self.head(first)))
+
+
+def build_crammed_bert(spec: ModelSpec) -> nn.Module:
+    return CrammedMaskedLM(spec)
+
+
+def crammed_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Each layer's ``attn`` (Wqkv and Wo), in depth order."""
+    return [(f"model.layers.{i}.attn", layer.attn) for i, layer in enumerate(model.backbone().layers)]
+
+
+def crammed_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(f"model.layers.{i}.mlp", layer.mlp) for i, layer in enumerate(model.backbone().layers)]
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def rope_float64(x: torch.Tensor, theta: float) -> torch.Tensor:
+    """RoPE in its rotate-half form on (heads, N, d) at positions 0 … N-1, in float64: x·cos + rotate_half(x)·sin
+    with angle position · θ^(-2j/d) for j < d/2, repeated for the second half."""
+    tokens, dim = x.shape[-2], x.shape[-1]
+    inverse = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=x.device) / dim)
+    angles = torch.arange(tokens, dtype=torch.float64, device=x.device)[:, None] * inverse
+    angles = torch.cat((angles, angles), dim=-1)
+    return x * angles.cos() + rotate_half(x) * angles.sin()
+
+
+def crammed_block(attention: nn.Module, hidden: torch.Tensor, n_samples: int, mask: torch.Tensor) -> PerImageBlocks:
+    """A per sample, as the module docstring defines it, in float64; one (1, N_i, h·d) block per sample."""
+    heads, head_dim = attention.config.num_attention_heads, attention.head_dim
+    theta = attention.config.rope_parameters["full_attention"]["rope_theta"]
+    weight = attention.Wqkv.weight.double()
+    blocks = []
+    for sample, keep in zip(hidden, mask, strict=True):
+        qkv = sample[keep].double() @ weight.T  # (N, 3·h·d), no bias
+        q, k, v = (
+            part.view(-1, heads, head_dim).transpose(0, 1) for part in qkv.view(-1, 3, heads * head_dim).unbind(1)
+        )
+        attended = softmax_attention(rope_float64(q, theta), rope_float64(k, theta), v, head_dim**-0.5)
+        blocks.append(concat_heads(attended).unsqueeze(0))
+    return PerImageBlocks(blocks)
+
+
+def crammed_kappa_layers(model: nn.Module) -> list[KappaLayer]:
+    return [
+        KappaLayer(name, "self", module, crammed_block, needs_mask=True)
+        for name, module in crammed_attention_layers(model)
+    ]
+
+
+CRAMMED_BERT = Family(
+    name="crammed_bert",
+    description="Crammed BERT masked LM (HF ModernBERT layers: pre-norm, no bias, gated MLP), Geiping & Goldstein 2023",
+    build=build_crammed_bert,
+    attention_layers=crammed_attention_layers,
+    mlp_layers=crammed_mlp_layers,
+    kappa_layers=crammed_kappa_layers,
+    num_tokens=sequence_tokens,
+    accepts=("head_dim", "seq_len", "vocab_size", "dropout"),
+    check=lambda spec: check_sequence(spec, "crammed_bert", "ModernBERT's Wqkv maps d_model to 3 · d_model"),
+    modality="masked_lm",
+    example_input=sequence_input,
+)

@@ -49,10 +49,11 @@ sql: $(INSTALLED)
 	$(BIN)/sweep sql "$(Q)" --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))
 
 # Add the missing seeds: make rerun SPACE=… SEEDS=3 [SELECT=near-break] [RERUN_ARGS=--wait]
+# or seeds only where verdicts are open: make rerun SPACE=… SELECT=inconclusive BUDGET=12
 SELECT ?= all
 RERUN_ARGS ?=
 rerun: $(INSTALLED)
-	$(BIN)/sweep rerun $(SPACE) --seeds $(or $(SEEDS),3) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(RERUN_ARGS)
+	$(BIN)/sweep rerun $(SPACE) $(if $(BUDGET),--budget $(BUDGET),--seeds $(or $(SEEDS),3)) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(RERUN_ARGS)
 
 report: $(INSTALLED)
 	$(BIN)/sweep report $(SPACE) --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))

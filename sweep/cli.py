@@ -7,6 +7,8 @@
     sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]
     sweep import FILE [--results DIR]
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
+    sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
+    sweep rerun SPACE --select inconclusive --budget N [--dry-run]
     sweep kappa-theory --tokens N (--width D | --head-dim d) [--heads 1,2,4]
     sweep data export listops --rows N --out DIR [--seed S] [--max-depth D] [--max-args A] …
 
@@ -102,6 +104,12 @@ def cmd_run(args) -> int:
 def cmd_rerun(args) -> int:
     from sweep.tuner import check_data
 
+    if args.select == "inconclusive":
+        return rerun_inconclusive(args, check_data)
+    if args.budget is not None:
+        raise SweepError("--budget goes with --select inconclusive; the other selections take --seeds N")
+    if args.seeds is None:
+        raise SweepError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
     if args.seeds < 1:
         raise SweepError(f"--seeds must be at least 1, got {args.seeds}")
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
@@ -118,6 +126,36 @@ def cmd_rerun(args) -> int:
         plan.pairs = [(m.config, m.seed) for m in missing]
         plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
         return launch(plan, args)
+
+
+def rerun_inconclusive(args, check_data) -> int:
+    """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
+    run (``sweep/adaptive.py``); ``--dry-run`` prints the first round."""
+    from sweep.adaptive import describe_round, next_round, open_verdicts
+
+    if args.budget is None or args.budget < 1:
+        raise SweepError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
+    if args.seeds is not None:
+        raise SweepError("--select inconclusive chooses the seeds itself; drop --seeds and give --budget N")
+    plan = load_plan(args, check_data)
+    prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        open_ = open_verdicts(plan, args.results)
+        opened, spent = len(open_), 0
+        while open_ and spent < args.budget:
+            planned = next_round(plan, args.results, open_, args.budget - spent)
+            print(f"{prefix}, {describe_round(open_, planned, args.budget - spent)}", file=sys.stderr)
+            if args.dry_run:
+                return 0
+            plan.pairs = [(m.config, m.seed) for m in planned]
+            plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
+            launch(plan, args)
+            spent += len(planned)
+            open_ = open_verdicts(plan, args.results)
+        settled = opened - len(open_)
+        state = "every verdict is settled" if not open_ else f"{len(open_)} still open"
+        print(f"{prefix}: {spent} trials run, {settled} of {opened} open verdicts settled; {state}", file=sys.stderr)
+    return 0
 
 
 def launch(plan: Plan, args) -> int:
@@ -417,8 +455,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rerun = sub.add_parser("rerun", help="run exactly the (config, seed) pairs missing for a selection")
     add_launch_options(rerun)
-    rerun.add_argument("--seeds", type=int, required=True, help="seeds wanted per config: 0 … N-1")
-    rerun.add_argument("--select", choices=SELECTIONS, default="all")
+    rerun.add_argument("--seeds", type=int, help="seeds wanted per config: 0 … N-1 (not with inconclusive)")
+    rerun.add_argument(
+        "--select",
+        choices=(*SELECTIONS, "inconclusive"),
+        default="all",
+        help="which configs; inconclusive: more seeds only where a verdict is still open, up to --budget",
+    )
+    rerun.add_argument("--budget", type=int, help="--select inconclusive: at most this many more trials")
     rerun.add_argument("--top-k", type=int, help="K for --select top-k")
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
     rerun.set_defaults(func=cmd_rerun)

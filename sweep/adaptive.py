@@ -1,0 +1,131 @@
+"""Adaptive seeds: spend extra trials only where a verdict is still open (``sweep rerun --select inconclusive``).
+
+A config's verdict is *settled* when it is significant (its 95% interval clears the tolerance either way,
+``vs_baseline.significant``) or it is a baseline; every other config is *open*: inconclusive, judged on a
+single seed, or without a finished seed. The budget N is spent in rounds. Each round gives every open
+config one more seed, nearest an edge first, and the baseline one more too while it has no more seeds than
+the configs being extended (every verdict leans on it), until the round or the budget is spent; then the
+verdicts are read again and the next round starts, until every verdict is settled or N trials have run.
+
+*Nearest an edge*: a config's distance is |log2(depth / d)| to the nearest depth that ``depth_edge``
+reports for its row (the last depth that holds or the first that breaks, same family, heads, head_dim,
+d_model and MLP), or to the baseline's depth when its row has no edge yet; ties go to the config with fewer
+seeds, then to plan order. New seeds are the smallest numbers the config has not recorded, so a dry run
+prints exactly what a run would start, and two runs from the same results choose the same trials.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.plan import Plan, PlannedConfig
+from sweep.rerun import RECORDED_STATUSES, Missing
+from sweep.sql import connect
+
+
+@dataclass(frozen=True)
+class OpenVerdict:
+    """A config whose verdict is not settled, with what the analysis says of it now."""
+
+    config: PlannedConfig
+    verdict: str
+    evidence: str
+    n_seeds: int
+    edge_distance: float
+
+
+def recorded_seeds(results_dir: Path, space: str) -> dict[str, set[int]]:
+    """Seeds with a recorded outcome, per config_id (``sweep.rerun.RECORDED_STATUSES``)."""
+    statuses = ", ".join(f"'{s}'" for s in RECORDED_STATUSES)
+    rows = connect(results_dir).execute(
+        f"SELECT config_id, list(DISTINCT seed) FROM trials WHERE space = ? AND status IN ({statuses}) GROUP BY 1",
+        [space],
+    )
+    return {config_id: {int(s) for s in seeds} for config_id, seeds in rows.fetchall()}
+
+
+def edge_depths(results_dir: Path, space: str) -> dict[tuple, list[int]]:
+    """The depths ``depth_edge`` names per row (family, heads, head_dim, d_model, MLP)."""
+    rows = connect(results_dir).execute(
+        """SELECT family, num_heads, head_dim, embed_dim, mlp_dim, holds_down_to_depth, breaks_at_depth
+           FROM depth_edge WHERE space = ?""",
+        [space],
+    )
+    edges: dict[tuple, list[int]] = {}
+    for *row, holds, breaks in rows.fetchall():
+        edges.setdefault(tuple(row), []).extend(d for d in (holds, breaks) if d is not None)
+    return edges
+
+
+def open_verdicts(plan: Plan, results_dir: Path) -> list[OpenVerdict]:
+    """The plan's configs whose verdicts are open, nearest an edge first (the module docstring's order).
+    A config with no row yet (never run) is open too."""
+    con = connect(results_dir)
+    rows = con.execute(
+        "SELECT config_id, verdict, evidence, n_seeds, significant, is_baseline FROM vs_baseline WHERE space = ?",
+        [plan.space_name],
+    ).fetchall()
+    judged = {
+        config_id: (verdict, evidence, n, significant) for config_id, verdict, evidence, n, significant, _ in rows
+    }
+    edges = edge_depths(results_dir, plan.space_name)
+    found = []
+    for order, config in enumerate(plan.configs):
+        if config.is_baseline:
+            continue
+        verdict, evidence, n_seeds, significant = judged.get(config.config_id, ("inconclusive", "no row", 0, False))
+        if significant:
+            continue
+        shape = config.shape
+        row = (shape.family, shape.num_heads, shape.head_dim, shape.embed_dim, shape.mlp_dim)
+        targets = edges.get(row) or [plan_baseline_depth(plan, shape.family)]
+        distance = min(abs(math.log2(shape.depth / target)) for target in targets)
+        found.append((distance, n_seeds or 0, order, OpenVerdict(config, verdict, evidence, n_seeds or 0, distance)))
+    return [item[-1] for item in sorted(found, key=lambda item: item[:3])]
+
+
+def plan_baseline_depth(plan: Plan, family: str) -> int:
+    baselines = [c for c in plan.configs if c.is_baseline]
+    return next((c.shape.depth for c in baselines if c.shape.family == family), baselines[0].shape.depth)
+
+
+def next_seed(taken: set[int]) -> int:
+    seed = 0
+    while seed in taken:
+        seed += 1
+    return seed
+
+
+def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], budget: int) -> list[Missing]:
+    """One round of at most ``budget`` trials: one more seed per open config in order, each preceded, while
+    the baseline of its family has no more seeds than it, by one more seed for that baseline."""
+    seeds = recorded_seeds(results_dir, plan.space_name)
+    baselines = {c.shape.family: c for c in plan.configs if c.is_baseline}
+    planned: list[Missing] = []
+    for item in open_:
+        base = baselines[item.config.shape.family]
+        for config in (base, item.config):
+            taken = seeds.setdefault(config.config_id, set())
+            if config is base and len(taken) > len(seeds.get(item.config.config_id, ())):
+                continue
+            if len(planned) == budget:
+                return planned
+            seed = next_seed(taken)
+            taken.add(seed)
+            planned.append(Missing(config, seed))
+    return planned
+
+
+def describe_round(open_: list[OpenVerdict], planned: list[Missing], budget_left: int) -> str:
+    lines = [f"{len(open_)} open verdicts; this round runs {len(planned)} trials (budget left {budget_left}):"]
+    reasons = {item.config.config_id: item for item in open_}
+    for item in planned:
+        shape, why = item.config.shape, reasons.get(item.config.config_id)
+        note = "baseline" if item.config.is_baseline else f"{why.verdict}, {why.evidence}, {why.n_seeds} seeds"
+        lines.append(
+            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"seed {item.seed}  ({note})"
+        )
+    return "\n".join(lines)

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-SPACE ?= local_digits
+SPACE ?= mqar_recall
 PROFILE ?=
 SEEDS ?=
 RESULTS ?= results

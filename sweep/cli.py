@@ -33,7 +33,7 @@ from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_sp
 from sweep.sql import render, run_query
 from workers.models import FAMILIES
 
-DEFAULT_SPACE = "local_digits"
+DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
 DEFAULT_RESULTS = Path("results")
 TOLERANCE_HELP = (
     "judge every verdict at this tolerance, in each space's metric units (points of top-1, nats of loss); "

@@ -12,6 +12,10 @@
 --   SET VARIABLE tolerance = 0.3;   -- one tolerance for every space; RESET VARIABLE tolerance to undo
 --   sweep sql --tolerance 0.3 "FROM vs_baseline"   (the same through the tool; also `sweep report`)
 -- or call the table macro directly: FROM vs_baseline_at(0.3).
+-- The same tolerance judges matched_budget (FROM matched_budget_at(0.3)).
+--
+-- Views: trials, epochs, spaces, space_settings, configs, variance_check, spread_check, vs_baseline,
+-- depth_edge, head_dim_edge, pareto, matched_budget, kappa_vs_heads, kappa_accuracy, infeasible.
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
 CREATE OR REPLACE VIEW trials_files AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
@@ -59,23 +63,91 @@ FROM (
     WHERE false
 );
 
--- Two-sided 95% Student t critical value for `dof` degrees of freedom. A fractional df (Welch) is
--- rounded down, which widens the interval: the conservative choice. Between tabulated values above 30
--- the next lower df's value is used; from 120 on, 1.980 (the normal limit is 1.960). A CASE/list, not a
--- lookup table, so it costs nothing per row.
+-- Two-sided 95% Student t critical value for `dof` degrees of freedom (any real dof ≥ 1; NULL below 1).
+--   whole dof 1 … 30: the exact value (scipy.stats.t.ppf(0.975, dof), 4 decimals), from the list below;
+--   fractional dof below 30 (Welch): ln t interpolated linearly in 1/dof between the whole dof either side.
+--       That is never below the exact value and at most 2.9% above it (dof 1–2), 0.5% above from dof 2 on:
+--       a slightly wide interval, never a narrow one. (Rounding dof down, as before, was up to 2× too wide
+--       between dof 1 and 2, and made 2-seed intervals cover 99%, not 95%.)
+--   dof ≥ 30 (pooled variances, many seeds): the Cornish–Fisher expansion of the t quantile about the
+--       normal's z = 1.959964 to the 1/dof⁴ term (Abramowitz & Stegun 26.7.5), within 1e-7 of exact.
+CREATE OR REPLACE MACRO t95_whole(i) AS
+    [12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
+     2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
+     2.0518, 2.0484, 2.0452, 2.0423][i];
+
 CREATE OR REPLACE MACRO t95(dof) AS CASE
     WHEN dof IS NULL OR dof < 1 THEN NULL
-    WHEN dof < 31 THEN [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-                        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                        2.060, 2.056, 2.052, 2.048, 2.045, 2.042][floor(dof)::INTEGER]
-    WHEN dof < 40 THEN 2.042
-    WHEN dof < 50 THEN 2.021
-    WHEN dof < 60 THEN 2.009
-    WHEN dof < 80 THEN 2.000
-    WHEN dof < 100 THEN 1.990
-    WHEN dof < 120 THEN 1.984
-    ELSE 1.980
+    WHEN dof >= 30 THEN 1.959963984540054 + 2.372271230298562 / dof + 2.822498615739611 / dof ^ 2
+                        + 2.555849679507722 / dof ^ 3 + 1.589534053393823 / dof ^ 4
+    WHEN dof = floor(dof) THEN t95_whole(floor(dof)::INTEGER)
+    ELSE exp(ln(t95_whole(floor(dof)::INTEGER))
+             + (1 / floor(dof) - 1 / dof) / (1 / floor(dof) - 1 / (floor(dof) + 1))
+               * (ln(t95_whole(floor(dof)::INTEGER + 1)) - ln(t95_whole(floor(dof)::INTEGER))))
 END;
+
+-- welch_df(sd_a, n_a, sd_b, n_b): the Welch–Satterthwaite degrees of freedom of a difference of two means
+-- (sample sd and seed count of each side): (va + vb)² / (va² / (n_a − 1) + vb² / (n_b − 1)) with
+-- va = sd_a² / n_a, vb = sd_b² / n_b. NULL unless both sides have ≥ 2 seeds; n_a + n_b − 2 when both
+-- sides have no spread at all.
+CREATE OR REPLACE MACRO welch_df(sd_a, n_a, sd_b, n_b) AS CASE
+    WHEN n_a >= 2 AND n_b >= 2 AND sd_a ^ 2 / n_a + sd_b ^ 2 / n_b > 0 THEN
+        (sd_a ^ 2 / n_a + sd_b ^ 2 / n_b) ^ 2
+            / ((sd_a ^ 2 / n_a) ^ 2 / (n_a - 1) + (sd_b ^ 2 / n_b) ^ 2 / (n_b - 1))
+    WHEN n_a >= 2 AND n_b >= 2 THEN n_a + n_b - 2
+END;
+
+-- f95(d1, d2): the upper 5% point of Snedecor's F with d1 and d2 degrees of freedom (one-sided, 95%).
+--   d1 = 1: exact, as t95(d2)², since F(1, d2) = t(d2)²
+--   d1 ≥ 2: Paulson's normal approximation to F^(1/3) (Abramowitz & Stegun 26.6.15) solved for the
+--           quantile: with a = 2/(9 d1), b = 2/(9 d2), z = 1.644854,
+--           F = [((1−a)(1−b) + √((1−a)²(1−b)² − ((1−b)² − z²b)((1−a)² − z²a))) / ((1−b)² − z²b)]³;
+--           within 2.5% of exact from d2 = 5 on, up to 7% high at d2 = 3 and 4 (a bound too high rejects
+--           less). NULL for d2 < 3 (there the approximation is 26% high or worse): no usable bound.
+CREATE OR REPLACE MACRO paulson_f95(a, b) AS CASE WHEN (1 - b) ^ 2 - 2.705543454095404 * b > 0 THEN
+    (((1 - a) * (1 - b) + sqrt(greatest(0, ((1 - a) * (1 - b)) ^ 2
+        - ((1 - b) ^ 2 - 2.705543454095404 * b) * ((1 - a) ^ 2 - 2.705543454095404 * a))))
+     / ((1 - b) ^ 2 - 2.705543454095404 * b)) ^ 3
+END;
+
+CREATE OR REPLACE MACRO f95(d1, d2) AS CASE
+    WHEN d1 IS NULL OR d2 IS NULL OR d1 < 1 OR d2 < 1 THEN NULL
+    WHEN d1 = 1 THEN t95(d2) ^ 2
+    WHEN d2 < 3 THEN NULL
+    ELSE paulson_f95(2.0 / (9 * d1), 2.0 / (9 * d2))
+END;
+
+-- erfc_approx(x), x ≥ 0: the complementary error function, Abramowitz & Stegun 7.1.26 (absolute error
+-- below 1.5e-7). DuckDB has no erf; this is for p-values, where that is plenty.
+CREATE OR REPLACE MACRO erfc_approx(x) AS
+    (1 / (1 + 0.3275911 * x)) * (0.254829592 + (1 / (1 + 0.3275911 * x)) * (-0.284496736
+        + (1 / (1 + 0.3275911 * x)) * (1.421413741 + (1 / (1 + 0.3275911 * x)) * (-1.453152027
+        + (1 / (1 + 0.3275911 * x)) * 1.061405429)))) * exp(-x * x);
+
+-- chi2_sf(x, dof): P(χ²_dof > x) for a whole number of degrees of freedom, by the closed forms
+--   dof even: exp(−x/2) · Σ_{j=0}^{dof/2−1} (x/2)^j / j!
+--   dof odd:  erfc(√(x/2)) + exp(−x/2) · Σ_{j=1}^{(dof−1)/2} (x/2)^(j−½) / Γ(j+½)
+-- (each term taken as one exp of logs, so many degrees of freedom neither overflow nor underflow; the
+-- greatest() only keeps ln away from 0 where the CASE answers 1 anyway: DuckDB evaluates subqueries for
+-- every row).
+CREATE OR REPLACE MACRO chi2_sf(x, dof) AS CASE
+    WHEN x IS NULL OR dof IS NULL OR dof < 1 THEN NULL
+    WHEN x <= 0 THEN 1.0
+    WHEN dof % 2 = 0 THEN
+        (SELECT sum(exp(-x / 2 + j * ln(greatest(x, 1e-300) / 2) - lgamma(j + 1))) FROM range(0, dof // 2) AS terms(j))
+    ELSE erfc_approx(sqrt(x / 2))
+         + coalesce((SELECT sum(exp(-x / 2 + (j - 0.5) * ln(greatest(x, 1e-300) / 2) - lgamma(j + 0.5)))
+                     FROM range(1, (dof + 1) // 2) AS terms(j)), 0)
+END;
+
+-- mix32(x): Wellons' "lowbias32" hash of a whole number 0 ≤ x < 2³², to 0 … 2³² − 1:
+--   x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16   (products mod 2³²)
+-- The random source of the bootstraps here: written out, so every DuckDB version (and a test in Python)
+-- draws the same resamples, where DuckDB's own hash() may change between versions.
+CREATE OR REPLACE MACRO mix32_step(x, shift, factor) AS (xor(x, x >> shift) * factor) % 4294967296;
+CREATE OR REPLACE MACRO mix32(x) AS
+    xor(mix32_step(mix32_step(x::UBIGINT, 16, 2146121005::UBIGINT), 15, 2221713035::UBIGINT),
+        mix32_step(mix32_step(x::UBIGINT, 16, 2146121005::UBIGINT), 15, 2221713035::UBIGINT) >> 16);
 
 -- space_settings: the latest recorded settings of each space: its headline metric and direction, the
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that
@@ -91,6 +163,7 @@ FROM spaces GROUP BY space;
 
 -- configs: one row per (space, config, headline metric): the score (the metric's value, in its units)
 -- over seeds that finished, with the costs beside it. top1_mean: top-1 too, where the trials have it.
+-- train_s_per_sample: the mean over finished seeds of 1 / train_samples_per_s (seconds per training sample).
 CREATE OR REPLACE VIEW configs AS
 SELECT
     space,
@@ -120,17 +193,143 @@ SELECT
     avg(latency_b1_ms) FILTER (WHERE status = 'ok') AS latency_b1_ms,
     avg(peak_mem_bytes) FILTER (WHERE status = 'ok') AS peak_mem_bytes,
     avg(kappa_mean) FILTER (WHERE status = 'ok') AS kappa_mean,
-    max(kappa_max) FILTER (WHERE status = 'ok') AS kappa_max
+    max(kappa_max) FILTER (WHERE status = 'ok') AS kappa_max,
+    -- seconds of training per sample: 1 / train_samples_per_s of each finished seed, averaged over them
+    avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
 FROM trials
 GROUP BY space, config_id, metric;
 
+-- variance_check: may the configs of a space (per headline metric and model family) share one residual
+-- variance? The pooled method below assumes they do; this view checks it in the data.
+--   configs_pooled: configs with ≥ 2 finished seeds (k); only they carry a within-config variance
+--   pooled_df:      Σ (n_i − 1) over those configs (n_i: finished seeds of config i)
+--   pooled_sd:      s_p = √( Σ (n_i − 1) s_i² / pooled_df ), s_i the config's sample sd of the score
+--   variance_ratio: the largest s_i² over the smallest (a reading aid; with 2 seeds it swings widely)
+--   bartlett_stat:  Bartlett's test of equal variances, [pooled_df · ln s_p² − Σ (n_i − 1) ln s_i²] / C with
+--                   C = 1 + (Σ 1 / (n_i − 1) − 1 / pooled_df) / (3 (k − 1)), on bartlett_df = k − 1 degrees of
+--                   freedom; bartlett_p = P(χ²_{k−1} > bartlett_stat) (as scipy.stats.bartlett)
+--   equal_variance: the rule: TRUE when bartlett_p ≥ 0.05 (equal variances not rejected at 5%); FALSE when
+--                   bartlett_p < 0.05, or when some config's seeds all scored the same (s_i = 0: Bartlett's
+--                   statistic is infinite, the data say nothing reassuring); NULL when k < 2 (nothing to
+--                   compare). Only TRUE lets a verdict pool (see vs_baseline_at); `note` says which case.
+-- Bartlett's test assumes normal noise; it rejects more often than 5% when the noise has heavy tails, and
+-- then verdicts fall back to Welch: the cautious direction. With 2 seeds per config it is conservative
+-- (rejects ~3% of equal-variance draws at 12 configs) and has little power against mild differences.
+CREATE OR REPLACE VIEW variance_check AS
+WITH pool AS (
+    SELECT space, metric, family,
+           count(*) AS configs_pooled,
+           sum(n_seeds - 1)::BIGINT AS pooled_df,
+           sum((n_seeds - 1) * score_sd ^ 2) / sum(n_seeds - 1) AS pooled_var,
+           sum((n_seeds - 1) * ln(CASE WHEN score_sd > 0 THEN score_sd ^ 2 END)) AS df_log_var,
+           sum(1.0 / (n_seeds - 1)) AS inverse_df,
+           min(score_sd ^ 2) AS var_min,
+           max(score_sd ^ 2) AS var_max
+    FROM configs
+    WHERE n_seeds >= 2 AND score_sd IS NOT NULL
+    GROUP BY space, metric, family
+),
+tested AS (
+    SELECT *,
+        CASE WHEN configs_pooled >= 2 AND var_min > 0 THEN
+            (pooled_df * ln(pooled_var) - df_log_var)
+                / (1 + (inverse_df - 1.0 / pooled_df) / (3 * (configs_pooled - 1)))
+        END AS bartlett_stat
+    FROM pool
+),
+judged AS (
+    SELECT *,
+        chi2_sf(bartlett_stat, configs_pooled - 1) AS bartlett_p,
+        CASE WHEN configs_pooled < 2 THEN NULL
+             WHEN var_min = 0 THEN false
+             ELSE chi2_sf(bartlett_stat, configs_pooled - 1) >= 0.05
+        END AS equal_variance
+    FROM tested
+)
+SELECT space, metric, family, configs_pooled, pooled_df, sqrt(pooled_var) AS pooled_sd,
+       CASE WHEN var_min > 0 THEN var_max / var_min END AS variance_ratio,
+       bartlett_stat, CASE WHEN configs_pooled >= 2 THEN configs_pooled - 1 END AS bartlett_df, bartlett_p,
+       equal_variance,
+       CASE
+           WHEN configs_pooled < 2 THEN
+               'equal variances cannot be checked (fewer than 2 configs with 2+ seeds): Welch, not pooled'
+           WHEN var_min = 0 THEN
+               'equal variances cannot be checked (a config''s seeds all scored the same): Welch, not pooled'
+           WHEN equal_variance THEN
+               printf('equal variances not rejected (Bartlett p=%.3g over %d configs): pooled',
+                      bartlett_p, configs_pooled)
+           ELSE printf('variances differ across configs (Bartlett p=%.3g < 0.05 over %d configs): Welch, not pooled',
+                       bartlett_p, configs_pooled)
+       END AS note
+FROM judged;
+
+-- spread_check: is each config's own spread in line with the other configs of its pool? Bartlett's test
+-- (variance_check) looks at all configs at once and, with 2 seeds each, rarely notices one config whose
+-- noise is 2–4 times the others'; pooling would then give that config's comparisons intervals far too
+-- narrow. So each side of a pooled comparison is also checked alone. One row per config with ≥ 2 finished
+-- seeds in a pool (variance_check) that has other configs too:
+--   spread_df:     n_i − 1
+--   others_df:     pooled_df − (n_i − 1), the other configs' pooled df
+--   others_sd:     their pooled sd, √((pooled_df · s_p² − (n_i − 1) s_i²) / others_df)
+--   spread_ratio:  s_i² / others_sd² (F on spread_df and others_df under equal variances)
+--   spread_limit:  f95(spread_df, others_df), the upper 5% point of that F
+--   spread_in_line: spread_ratio ≤ spread_limit (TRUE when there is no usable limit). One-sided: a config
+--                   quieter than the rest makes the pooled interval wider than it needs, not wrong.
+CREATE OR REPLACE VIEW spread_check AS
+WITH others AS (
+    SELECT c.space, c.metric, c.family, c.config_id, c.n_seeds - 1 AS spread_df, c.score_sd,
+           v.pooled_df - (c.n_seeds - 1) AS others_df,
+           (v.pooled_df * v.pooled_sd ^ 2 - (c.n_seeds - 1) * c.score_sd ^ 2) / (v.pooled_df - (c.n_seeds - 1))
+               AS others_var
+    FROM configs c JOIN variance_check v USING (space, metric, family)
+    WHERE c.n_seeds >= 2 AND c.score_sd IS NOT NULL AND v.pooled_df > c.n_seeds - 1
+)
+SELECT space, metric, family, config_id, spread_df, others_df, sqrt(greatest(others_var, 0)) AS others_sd,
+       CASE WHEN others_var > 0 THEN score_sd ^ 2 / others_var END AS spread_ratio,
+       f95(spread_df, others_df) AS spread_limit,
+       CASE WHEN others_var > 0 THEN score_sd ^ 2 / others_var <= coalesce(f95(spread_df, others_df), 'inf'::DOUBLE)
+            ELSE score_sd = 0
+       END AS spread_in_line
+FROM others;
+
+-- space_tolerance_at(tolerance): the tolerance each (space, metric) is judged at, in the metric's units:
+-- the argument when not NULL, else the space's own when it was set for this metric, else 0.5.
+CREATE OR REPLACE MACRO space_tolerance_at(fixed_tolerance) AS TABLE
+SELECT DISTINCT c.space, c.metric,
+       coalesce(fixed_tolerance, CASE WHEN s.tolerance_metric = c.metric THEN s.space_tolerance END, 0.5) AS tol
+FROM configs c
+LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM space_settings) s USING (space);
+
 -- vs_baseline_at(tolerance): every config against its space's baseline (of its own model family, when a
--- space runs several side by side), on the space's headline metric, in that metric's units and direction. The argument, a tolerance in those units, judges every space
--- (NULL: each space's own, 0.5 when it has none; the parameter is not called `tolerance`: DuckDB finds it
--- ambiguous beside the `tolerance` column of space_settings).
+-- space runs several side by side), on the space's headline metric, in that metric's units and direction.
+-- The argument, a tolerance in those units, judges every space (NULL: each space's own, 0.5 when it has
+-- none; the parameter is not called `tolerance`: DuckDB finds it ambiguous beside the `tolerance` column
+-- of space_settings).
 --   delta        = mean score of the config − mean score of the baseline (the metric's units)
---   delta_lo/hi  = 95% Welch interval of that difference (Student t, Welch–Satterthwaite df), when both
---                  sides have ≥ 2 seeds
+--   Two 95% intervals of that difference, both Student t:
+--   welch_lo/hi  = Welch: delta ∓ t95(welch_df) · √(s_c²/n_c + s_b²/n_b), welch_df by Welch–Satterthwaite;
+--                  when both sides have ≥ 2 seeds
+--   pooled_lo/hi = pooled residual variance: delta ∓ t95(pooled_df) · s_p · √(1/n_c + 1/n_b), with s_p and
+--                  pooled_df = Σ (n_i − 1) over every config of the space, metric and family with ≥ 2
+--                  seeds (variance_check); when the pool has ≥ 1 df and both sides ≥ 1 seed (a single
+--                  seed's pooled interval is shown, never used: see below)
+--   method: which one gave the verdict, in this order:
+--     'none'        a side has no finished seed: inconclusive
+--     'baseline'    the baseline itself: holds, by definition
+--     'single seed' one seed on either side: no interval; the verdict is delta against ∓tolerance alone,
+--                   never significant (even where a pooled interval exists)
+--     'pooled'      fewer than 3 seeds on a side (2 here) AND variance_check.equal_variance is TRUE (Bartlett
+--                   does not reject equal variances across the pool's configs) AND both compared configs'
+--                   spread_check.spread_in_line is TRUE (neither side's own spread is above the 5% F bound
+--                   against the others'): borrows the other configs' spread, df = pooled_df instead of
+--                   Welch's 1–2
+--     'welch'       otherwise: 3+ seeds on both sides, or 2 seeds where one of those checks fails or cannot
+--                   be made (method_reason then says which, with the p-value or ratio: the fallback, said so)
+--   delta_lo/hi  = the chosen method's interval (pooled_lo/hi when method = 'pooled', else welch_lo/hi)
+--   evidence:     'no finished seed' | 'baseline' | 'single seed' | 'welch t, 95%' |
+--                 'pooled variance t, 95% (df=N)'
+--   method_reason: why that method, in words
+--   also: welch_df, pooled_sd (s_p), pooled_df, equal_variance_p (variance_check.bartlett_p)
 --   verdict, metric_mode max (higher is better: top1, accuracy):
 --                  'holds'  when delta_lo ≥ −tolerance   (confidently not worse by more than it)
 --                  'breaks' when delta_hi < −tolerance   (confidently worse by more than it)
@@ -138,50 +337,61 @@ GROUP BY space, config_id, metric;
 --                  'holds'  when delta_hi ≤ +tolerance   (confidently not worse by more than it)
 --                  'breaks' when delta_lo > +tolerance   (confidently worse by more than it)
 --                  'inconclusive' otherwise, or when a side has no finished seed
---   With one seed on either side there is no interval: the verdict falls back to the tolerance alone
---   (delta against ∓tolerance), `evidence` says 'single seed', and `significant` is false.
+--   significant: not the baseline, ≥ 2 seeds on both sides, and the interval clears the tolerance either way
 --   gain, gain_lo, gain_hi: the same difference signed so that positive is better (−delta for min), on
 --   which the verdict is one rule: holds when gain_lo ≥ −tolerance, breaks when gain_hi < −tolerance.
 CREATE OR REPLACE MACRO vs_baseline_at(fixed_tolerance) AS TABLE
-WITH tolerances AS (
-    SELECT DISTINCT c.space, c.metric,
-           coalesce(fixed_tolerance, CASE WHEN s.tolerance_metric = c.metric THEN s.space_tolerance END, 0.5) AS tol
-    FROM configs c
-    LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM space_settings) s USING (space)
-),
-base AS (
-    SELECT space, metric, family, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n, params AS b_params,
+WITH base AS (
+    SELECT space, metric, family, config_id AS b_config_id, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
+           params AS b_params,
            train_samples_per_s AS b_train, infer_samples_per_s AS b_infer, peak_mem_bytes AS b_mem,
            depth AS b_depth, head_dim AS b_head_dim
     FROM configs WHERE is_baseline
 ),
 paired AS (
     SELECT c.*, b.* EXCLUDE (space, metric, family), t.tol,
+           v.pooled_sd, v.pooled_df, v.equal_variance, v.bartlett_p, v.note AS variance_note,
+           sc.spread_in_line AS c_in_line, sc.spread_ratio AS c_spread_ratio, sc.spread_limit AS c_spread_limit,
+           sb.spread_in_line AS b_in_line, sb.spread_ratio AS b_spread_ratio, sb.spread_limit AS b_spread_limit,
            c.score_mean - b.b_mean AS delta,
            c.score_sd ^ 2 / c.n_seeds + b.b_sd ^ 2 / b.b_n AS var_delta,
+           welch_df(c.score_sd, c.n_seeds, b.b_sd, b.b_n) AS welch_df,
            CASE WHEN c.metric_mode = 'min' THEN -1 ELSE 1 END AS better  -- +1: higher is better
-    FROM configs c JOIN base b USING (space, metric, family) JOIN tolerances t USING (space, metric)
+    FROM configs c JOIN base b USING (space, metric, family) JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
+    LEFT JOIN variance_check v USING (space, metric, family)
+    LEFT JOIN spread_check sc ON sc.space = c.space AND sc.metric = c.metric AND sc.config_id = c.config_id
+    LEFT JOIN spread_check sb ON sb.space = c.space AND sb.metric = c.metric AND sb.config_id = b.b_config_id
 ),
-welch AS (
+intervals AS (
     SELECT *,
-        CASE WHEN n_seeds >= 2 AND b_n >= 2 AND var_delta > 0 THEN
-            var_delta ^ 2 / ((score_sd ^ 2 / n_seeds) ^ 2 / (n_seeds - 1) + (b_sd ^ 2 / b_n) ^ 2 / (b_n - 1))
-        WHEN n_seeds >= 2 AND b_n >= 2 THEN n_seeds + b_n - 2
-        END AS welch_df
+        delta - t95(welch_df) * sqrt(var_delta) AS welch_lo,
+        delta + t95(welch_df) * sqrt(var_delta) AS welch_hi,
+        CASE WHEN n_seeds >= 1 AND b_n >= 1 THEN delta - t95(pooled_df) * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / b_n)
+        END AS pooled_lo,
+        CASE WHEN n_seeds >= 1 AND b_n >= 1 THEN delta + t95(pooled_df) * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / b_n)
+        END AS pooled_hi,
+        CASE
+            WHEN n_seeds = 0 OR b_n = 0 THEN 'none'
+            WHEN is_baseline THEN 'baseline'
+            WHEN n_seeds = 1 OR b_n = 1 THEN 'single seed'
+            WHEN least(n_seeds, b_n) < 3 AND equal_variance AND pooled_df >= 1
+                 AND coalesce(c_in_line, false) AND coalesce(b_in_line, false) THEN 'pooled'
+            ELSE 'welch'
+        END AS method
     FROM paired
 ),
-interval AS (
+chosen AS (
     SELECT *,
-        delta - t95(welch_df) * sqrt(var_delta) AS delta_lo,
-        delta + t95(welch_df) * sqrt(var_delta) AS delta_hi
-    FROM welch
+        CASE WHEN method = 'pooled' THEN pooled_lo ELSE welch_lo END AS delta_lo,
+        CASE WHEN method = 'pooled' THEN pooled_hi ELSE welch_hi END AS delta_hi
+    FROM intervals
 ),
 gains AS (
     SELECT *,
         better * delta AS gain,
         CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
         CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi
-    FROM interval
+    FROM chosen
 )
 SELECT
     space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, head_dim_rule,
@@ -193,10 +403,11 @@ SELECT
     100.0 * (peak_mem_bytes - b_mem) / b_mem AS delta_mem_pct,
     params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean,
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
-    CASE
-        WHEN n_seeds = 0 OR b_n = 0 THEN 'no finished seed'
-        WHEN is_baseline THEN 'baseline'
-        WHEN n_seeds = 1 OR b_n = 1 THEN 'single seed'
+    CASE method
+        WHEN 'none' THEN 'no finished seed'
+        WHEN 'baseline' THEN 'baseline'
+        WHEN 'single seed' THEN 'single seed'
+        WHEN 'pooled' THEN 'pooled variance t, 95% (df=' || pooled_df || ')'
         ELSE 'welch t, 95%'
     END AS evidence,
     CASE
@@ -207,7 +418,26 @@ SELECT
         WHEN gain_hi < -tol THEN 'breaks'
         ELSE 'inconclusive'
     END AS verdict,
-    (NOT is_baseline AND n_seeds >= 2 AND b_n >= 2 AND (gain_lo >= -tol OR gain_hi < -tol)) AS significant
+    (NOT is_baseline AND n_seeds >= 2 AND b_n >= 2 AND (gain_lo >= -tol OR gain_hi < -tol)) AS significant,
+    method,
+    CASE method
+        WHEN 'none' THEN 'a side has no finished seed'
+        WHEN 'baseline' THEN 'the reference'
+        WHEN 'single seed' THEN 'one seed on a side: delta against the tolerance alone, not significant'
+        WHEN 'pooled' THEN 'fewer than 3 seeds on a side; ' || variance_note
+        ELSE CASE
+            WHEN least(n_seeds, b_n) >= 3 THEN '3+ seeds on both sides'
+            WHEN NOT coalesce(equal_variance, false) OR variance_note IS NULL THEN
+                'fewer than 3 seeds on a side; ' || coalesce(variance_note,
+                'equal variances cannot be checked (fewer than 2 configs with 2+ seeds): Welch, not pooled')
+            WHEN NOT coalesce(c_in_line, false) THEN
+                printf('fewer than 3 seeds on a side; the config''s spread is out of line with the other configs'' '
+                       || '(variance ratio %.3g > F bound %.3g): Welch, not pooled', c_spread_ratio, c_spread_limit)
+            ELSE printf('fewer than 3 seeds on a side; the baseline''s spread is out of line with the other configs'' '
+                        || '(variance ratio %.3g > F bound %.3g): Welch, not pooled', b_spread_ratio, b_spread_limit)
+        END
+    END AS method_reason,
+    welch_lo, welch_hi, pooled_sd, pooled_df, pooled_lo, pooled_hi, bartlett_p AS equal_variance_p
 FROM gains;
 
 CREATE OR REPLACE VIEW vs_baseline AS
@@ -288,6 +518,113 @@ WHERE (best_with_fewer_params IS NULL OR goodness > best_with_fewer_params)
   AND goodness = best_with_same_params
 ORDER BY space, params;
 
+-- matched_budget_at(tolerance): each non-baseline config against the config of its space nearest to it in
+-- cost, for three costs: is this shape better than what the same budget buys otherwise?
+--   cost_kind     'params'     parameters (count)
+--                 'flops'      forward FLOPs per sample (flops_per_sample)
+--                 'train_time' seconds of training per sample: configs.train_s_per_sample, the mean over
+--                              the config's finished seeds of 1 / train_samples_per_s (measured, so it
+--                              carries the machine's noise)
+--   candidates    the configs of the same space, headline metric and model family (each family carries
+--                 its own baseline, as in vs_baseline: the trials do not record which family is the space's
+--                 `model.family`, so in a space of several families each is matched within itself; in a
+--                 one-family space that is every config), other than the config itself, with ≥ 1 finished
+--                 seed and that cost known (> 0)
+--   nearest       smallest |ln(cost / matched_cost)| (rounded to 1e-9, so a factor 2 up and a factor 2 down
+--                 tie); ties go to the candidate with the better mean score (by the metric's direction:
+--                 the toughest rival at that cost; at fixed d_model many shapes share params), then to
+--                 the smaller config_id
+--   cost, matched_cost: the two costs, in the units above; cost_ratio = cost / matched_cost
+--   delta         = mean score of the config − mean score of the matched config, in the metric's units,
+--                   NOT direction-aware (as vs_baseline.delta: for a min metric a negative delta is better)
+--   delta_lo/hi   = its 95% Welch interval (welch_df; both sides ≥ 2 seeds; as vs_baseline's welch_lo/hi)
+--   gain, gain_lo, gain_hi: the same signed so that positive is better (−delta for min), as in vs_baseline
+--   tolerance     as vs_baseline_at's (the argument, else the space's own, else 0.5), metric's units
+--   verdict on the gain interval, both sides ≥ 2 seeds:
+--                 'wins'                   gain_lo > +tolerance  (confidently better by more than it)
+--                 'loses'                  gain_hi < −tolerance  (confidently worse by more than it)
+--                 'tie (within tolerance)' −tolerance ≤ gain_lo and gain_hi ≤ +tolerance
+--                 'inconclusive'           otherwise
+--           with one seed on a side (evidence 'single seed', never significant): the same on gain alone,
+--           gain > +tol wins, gain < −tol loses, else tie (within tolerance)
+--   evidence 'welch t, 95%' | 'single seed'; significant: both sides ≥ 2 seeds and not inconclusive
+CREATE OR REPLACE MACRO matched_budget_at(fixed_tolerance) AS TABLE
+WITH costed AS (
+    SELECT *, 'params' AS cost_kind, params::DOUBLE AS cost FROM configs
+    UNION ALL
+    SELECT *, 'flops' AS cost_kind, flops_per_sample::DOUBLE AS cost FROM configs
+    UNION ALL
+    SELECT *, 'train_time' AS cost_kind, train_s_per_sample AS cost FROM configs
+),
+finished AS (
+    SELECT *, CASE WHEN metric_mode = 'min' THEN -score_mean ELSE score_mean END AS goodness
+    FROM costed
+    WHERE n_seeds > 0 AND score_mean IS NOT NULL AND cost > 0
+),
+ranked AS (
+    SELECT c.space, c.metric, c.metric_mode, c.family, c.config_id, c.depth, c.num_heads, c.head_dim, c.embed_dim,
+           c.mlp_dim, c.attn_dim, c.n_seeds, c.score_mean, c.score_sd, c.cost_kind, c.cost,
+           m.config_id AS matched_config_id, m.depth AS matched_depth, m.num_heads AS matched_num_heads,
+           m.head_dim AS matched_head_dim, m.embed_dim AS matched_embed_dim, m.mlp_dim AS matched_mlp_dim,
+           m.attn_dim AS matched_attn_dim, coalesce(m.is_baseline, false) AS matched_is_baseline,
+           m.n_seeds AS matched_n_seeds, m.score_mean AS matched_score, m.score_sd AS matched_sd,
+           m.cost AS matched_cost,
+           row_number() OVER (PARTITION BY c.space, c.metric, c.family, c.config_id, c.cost_kind
+                              ORDER BY round(abs(ln(c.cost / m.cost)), 9), m.goodness DESC, m.config_id) AS nearness
+    FROM finished c
+    JOIN finished m
+      ON m.space = c.space AND m.metric = c.metric AND m.family IS NOT DISTINCT FROM c.family
+     AND m.cost_kind = c.cost_kind AND m.config_id <> c.config_id
+    WHERE NOT coalesce(c.is_baseline, false)
+),
+compared AS (
+    SELECT r.*, t.tol,
+           r.score_mean - r.matched_score AS delta,
+           welch_df(r.score_sd, r.n_seeds, r.matched_sd, r.matched_n_seeds) AS welch_df,
+           sqrt(r.score_sd ^ 2 / r.n_seeds + r.matched_sd ^ 2 / r.matched_n_seeds) AS delta_se,
+           CASE WHEN r.metric_mode = 'min' THEN -1 ELSE 1 END AS better
+    FROM ranked r JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
+    WHERE r.nearness = 1
+),
+intervals AS (
+    SELECT *, delta - t95(welch_df) * delta_se AS delta_lo, delta + t95(welch_df) * delta_se AS delta_hi
+    FROM compared
+),
+gains AS (
+    SELECT *, better * delta AS gain,
+           CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
+           CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi,
+           n_seeds >= 2 AND matched_n_seeds >= 2 AS has_interval
+    FROM intervals
+),
+judged AS (
+    SELECT *,
+        CASE
+            WHEN NOT has_interval THEN CASE WHEN gain > tol THEN 'wins' WHEN gain < -tol THEN 'loses'
+                                            ELSE 'tie (within tolerance)' END
+            WHEN gain_lo > tol THEN 'wins'
+            WHEN gain_hi < -tol THEN 'loses'
+            WHEN gain_lo >= -tol AND gain_hi <= tol THEN 'tie (within tolerance)'
+            ELSE 'inconclusive'
+        END AS verdict
+    FROM gains
+)
+SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
+       n_seeds, score_mean, cost_kind, cost,
+       matched_config_id, matched_depth, matched_num_heads, matched_head_dim, matched_embed_dim, matched_mlp_dim,
+       matched_attn_dim, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
+       cost / matched_cost AS cost_ratio,
+       delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
+       CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
+       verdict,
+       has_interval AND verdict <> 'inconclusive' AS significant
+FROM judged
+ORDER BY space, metric, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, config_id,
+         CASE cost_kind WHEN 'params' THEN 1 WHEN 'flops' THEN 2 ELSE 3 END;
+
+CREATE OR REPLACE VIEW matched_budget AS
+FROM matched_budget_at(getvariable('tolerance'));
+
 -- kappa_vs_heads: κ at each trial's last probed epoch, per layer and averaged over layers, by family, heads and
 -- head_dim (and attention width, which separates the two arms of the width control), with the headline
 -- score (score_mean, in the metric's units).
@@ -313,6 +650,97 @@ GROUP BY GROUPING SETS ((space, metric, family, depth, num_heads, head_dim, embe
                         (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, attention),
                         (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim))
 ORDER BY space, family, depth, num_heads, head_dim, attn_dim, attention NULLS LAST, layer NULLS LAST;
+
+-- kappa_accuracy: does κ track the headline metric across configs? Per space, metric and family:
+-- Spearman's rank correlation between each config's final κ (configs.kappa_mean: the trials' kappa_mean,
+-- the model-level κ of the last probe, averaged over finished seeds) and its mean score (score_mean),
+-- across configs with both, in two scopes:
+--   scope 'across_widths': every such config of the space, metric and family (embed_dim, attn_dim and
+--                          mlp_dim NULL)
+--   scope 'fixed_width':   within each group of equal embed_dim, attn_dim and mlp_dim (one row per group,
+--                          named by those columns): only depth, heads and head_dim vary, so the attention
+--                          block's total width is the same for every config compared (the width control's
+--                          fixed-attn_dim arm, not its fixed-head_dim arm, where attn_dim grows with heads)
+--   spearman_rho: the Pearson correlation of average ranks (ties share the mean of their ranks), as
+--                 scipy.stats.spearmanr (clipped to [−1, 1] and rounded to 12 decimals, so that sums
+--                 taken in a different order by parallel threads give the same bits); NULL when κ or the
+--                 score does not vary
+--   rho_lo/hi:    a 95% percentile bootstrap interval: B = 1,000 resamples of the group's n configs with
+--                 replacement; resample b takes, for j = 0 … n−1, the config numbered
+--                 mix32(mix32(b) XOR j) mod n (configs numbered 0 … n−1 in config_id order), so every query
+--                 draws the same resamples; its ρ is computed as above (ranks within the resample),
+--                 resamples where κ or the score does not vary are left out (`resamples` counts those
+--                 kept), and rho_lo/hi are their 2.5% and 97.5% quantiles (linear interpolation, as
+--                 quantile_cont and numpy.quantile)
+--   n_configs:    configs in the group; groups of fewer than 3 are left out (a rank correlation needs 3)
+-- Reading it: the paper's mechanism says fewer-conditioned (lower κ) attention trains better, so expect
+-- ρ < 0 for a metric where higher is better (top1, accuracy) and ρ > 0 for one where lower is (val_loss).
+CREATE OR REPLACE VIEW kappa_accuracy AS
+WITH points AS (
+    SELECT space, metric, family, 'across_widths' AS scope, NULL::BIGINT AS embed_dim, NULL::BIGINT AS attn_dim,
+           NULL::BIGINT AS mlp_dim, config_id, kappa_mean AS kappa, score_mean AS score
+    FROM configs WHERE n_seeds > 0 AND score_mean IS NOT NULL AND kappa_mean IS NOT NULL
+    UNION ALL
+    SELECT space, metric, family, 'fixed_width' AS scope, embed_dim, attn_dim, mlp_dim, config_id,
+           kappa_mean AS kappa, score_mean AS score
+    FROM configs WHERE n_seeds > 0 AND score_mean IS NOT NULL AND kappa_mean IS NOT NULL
+),
+numbered AS (
+    SELECT *,
+        dense_rank() OVER (ORDER BY space, metric, family, scope, embed_dim, attn_dim, mlp_dim) AS grp,
+        row_number() OVER (PARTITION BY space, metric, family, scope, embed_dim, attn_dim, mlp_dim
+                           ORDER BY config_id) - 1 AS i,
+        count(*) OVER (PARTITION BY space, metric, family, scope, embed_dim, attn_dim, mlp_dim) AS n
+    FROM points
+),
+groups AS (
+    SELECT grp, any_value(space) AS space, any_value(metric) AS metric, any_value(family) AS family,
+           any_value(scope) AS scope, any_value(embed_dim) AS embed_dim, any_value(attn_dim) AS attn_dim,
+           any_value(mlp_dim) AS mlp_dim, any_value(n) AS n
+    FROM numbered WHERE n >= 3 GROUP BY grp
+),
+-- average ranks: the lowest rank of the tied run plus half its length − 1
+point_ranks AS (
+    SELECT grp,
+        rank() OVER (PARTITION BY grp ORDER BY kappa) + (count(*) OVER (PARTITION BY grp, kappa) - 1) / 2.0 AS rk,
+        rank() OVER (PARTITION BY grp ORDER BY score) + (count(*) OVER (PARTITION BY grp, score) - 1) / 2.0 AS rs
+    FROM numbered WHERE n >= 3
+),
+point AS (
+    SELECT grp, CASE WHEN var_pop(rk) > 0 AND var_pop(rs) > 0 THEN round(greatest(-1, least(1, corr(rk, rs))), 12) END AS rho
+    FROM point_ranks GROUP BY grp
+),
+resamples AS (
+    SELECT b, mix32(b) AS b_hash FROM range(0, 1000) AS r(b)
+),
+slots AS (
+    SELECT grp, n, unnest(range(n)) AS j FROM groups
+),
+drawn AS (
+    SELECT s.grp, r.b, p.kappa, p.score
+    FROM slots s CROSS JOIN resamples r
+    JOIN numbered p ON p.grp = s.grp AND p.i = (mix32(xor(r.b_hash, s.j::UBIGINT)) % s.n::UBIGINT)::BIGINT
+),
+drawn_ranks AS (
+    SELECT grp, b,
+        rank() OVER (PARTITION BY grp, b ORDER BY kappa)
+            + (count(*) OVER (PARTITION BY grp, b, kappa) - 1) / 2.0 AS rk,
+        rank() OVER (PARTITION BY grp, b ORDER BY score)
+            + (count(*) OVER (PARTITION BY grp, b, score) - 1) / 2.0 AS rs
+    FROM drawn
+),
+boot AS (
+    SELECT grp, b, CASE WHEN var_pop(rk) > 0 AND var_pop(rs) > 0 THEN round(greatest(-1, least(1, corr(rk, rs))), 12) END AS rho
+    FROM drawn_ranks GROUP BY grp, b
+),
+interval AS (
+    SELECT grp, quantile_cont(rho, 0.025) AS rho_lo, quantile_cont(rho, 0.975) AS rho_hi, count(rho) AS resamples
+    FROM boot GROUP BY grp
+)
+SELECT g.space, g.metric, g.family, g.scope, g.embed_dim, g.attn_dim, g.mlp_dim, g.n AS n_configs,
+       p.rho AS spearman_rho, i.rho_lo, i.rho_hi, i.resamples
+FROM groups g JOIN point p USING (grp) JOIN interval i USING (grp)
+ORDER BY g.space, g.metric, g.family, g.scope, g.embed_dim, g.attn_dim, g.mlp_dim;
 
 -- infeasible: per space, the share of trials that did not finish, by cause.
 CREATE OR REPLACE VIEW infeasible AS

@@ -6,6 +6,7 @@
     sweep validate SPACE|FILE [--profile P]
     sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]
     sweep import FILE [--results DIR]
+    sweep doctor [--results DIR] [--fix]
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
     sweep rerun SPACE --select inconclusive --budget N [--dry-run]
@@ -340,6 +341,12 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from sweep.doctor import cmd_doctor as doctor
+
+    return doctor(args)
+
+
 def cmd_report(args) -> int:
     from sweep.report import write_report
 
@@ -493,6 +500,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file", type=Path)
     imp.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     imp.set_defaults(func=cmd_import)
+
+    doctor = sub.add_parser("doctor", help="check every results file; --fix sets damaged ones aside")
+    doctor.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
+    doctor.set_defaults(func=cmd_doctor)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
     report.add_argument("space")

@@ -7,23 +7,36 @@ direction and tolerance (its ``score`` is the ``score`` column, or else the colu
 e.g. ``accuracy``); any other row names its metric in a ``metric`` column (``top1`` when it has none), its
 direction in ``metric_mode`` (needed only for a metric ``sweep/metrics.py`` does not know), and its value
 in ``score`` or in the metric's own column.
+
+Every cell is read with its column's type in ``sweep/schema.py`` whatever it looks like: ``git_sha``,
+``config_id``, ``trial_id`` … stay text even when all digits; a cell that cannot take its column's type
+is one of the file's row reasons. A file that cannot be read at all (not UTF-8, not Parquet, ragged or
+empty) is rejected with one line saying why. Rows of a shipped space without an ``is_baseline`` column are
+marked baseline when their shape is the space's baseline shape.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import hashlib
+import io
 import json
 import math
+import re
+import sys
+import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from sweep.errors import SpaceError, SweepError
+from sweep.errors import ResultsError, SpaceError, SweepError
 from sweep.metrics import DEFAULT_METRIC, METRICS, PERCENT_METRICS, direction_words, natural_mode
+from sweep.plan import enumerate_shapes, resolve_baseline
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.sink import record_space, write_atomic
 from sweep.space import load_space, shipped_spaces
@@ -33,6 +46,18 @@ REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "stat
 SHAPE_INTS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim")
 STATUSES = ("ok", "diverged", "oom", "error", "pruned")
 PERCENT_COLUMNS = ("top1", "top5", "accuracy")
+# Counts, sizes, rates and durations: never negative (the shape columns and params must be >= 1, below).
+NON_NEGATIVE = (
+    "restarts", "epochs_run", "steps_run", "seq_len", "params_attention", "params_mlp", "params_embed_head",
+    "val_loss", "perplexity", "train_samples_per_s", "infer_samples_per_s", "train_tokens_per_s",
+    "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
+    "kappa_probe_s", "finetune_s", "resident_data_bytes",
+)  # fmt: skip
+SHAPE_KEY = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "family")  # as sweep.plan.Shape.key()
+SPACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # it names a folder under results/<table>/
+INT_BITS = {pa.int32(): 32, pa.int64(): 64}
+TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+REIMPORT = "save it as UTF-8 CSV (or as Parquet) and import it again"
 
 
 @dataclass(frozen=True)
@@ -44,6 +69,8 @@ class Headline:
     mode: str | None
     tolerance: float | None = None
     question: str | None = None
+    baselines: frozenset = frozenset()  # shipped spaces: the baseline shapes' keys (SHAPE_KEY), one per family
+    family: str | None = None  # shipped spaces of one model family: that family (rows without one get it)
 
 
 class ShippedSettings:
@@ -63,7 +90,17 @@ class ShippedSettings:
             try:
                 _, loaded, _ = load_space(space, profile or None)
                 metric = loaded.metric
-                self.cache[key] = Headline(metric.name, metric.mode, metric.tolerance, loaded.question)
+                shapes, _ = enumerate_shapes(loaded)
+                baselines = {resolve_baseline(loaded, shapes, family) for family in loaded.families()} - {None}
+                families = loaded.families()
+                self.cache[key] = Headline(
+                    metric.name,
+                    metric.mode,
+                    metric.tolerance,
+                    loaded.question,
+                    frozenset(baselines),
+                    families[0] if len(families) == 1 else None,
+                )
             except SpaceError as exc:  # an unknown profile (a shipped file itself is valid: a test holds it)
                 self.cache[key] = f"profile: shipped space {space!r} cannot be loaded with it: {exc.issues[-1]}"
         return self.cache[key]
@@ -75,16 +112,182 @@ class ImportRejected(SweepError):
     exit_code = 2
 
 
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a CSV or Parquet file as dicts (CSV columns typed by pyarrow's inference)."""
+def read_rows(path: Path) -> tuple[list[str], list[dict | str]]:
+    """The file's column names and its rows: a dict of raw cells per row (CSV: text; Parquet: the file's
+    values), or, for a CSV row that does not fit the header, the reason. Raises :class:`ImportRejected` for
+    a file that cannot be read at all."""
     if not path.is_file():
         raise ImportRejected(f"{path}: no such file")
+    return read_parquet(path) if path.suffix == ".parquet" else read_csv(path)
+
+
+def read_parquet(path: Path) -> tuple[list[str], list[dict | str]]:
     try:
-        table = pq.read_table(path) if path.suffix == ".parquet" else pcsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        kind = "Parquet" if path.suffix == ".parquet" else "CSV"
-        raise ImportRejected(f"{path}: cannot read as {kind}: {exc}") from exc
-    return table.to_pylist()
+        table = pq.read_table(path)
+        rows = table.to_pylist()
+    except Exception as exc:  # whatever the reader of an untrusted file raises, the file is the cause
+        raise ImportRejected(f"{path}: cannot read as Parquet ({first_line(exc)}); {REIMPORT}") from exc
+    columns = [str(name) for name in table.column_names]
+    header_problem(path, columns)
+    return columns, rows
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict | str]]:
+    """Comma-separated UTF-8 text (a UTF-8 byte-order mark is allowed), first line the column names."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise ImportRejected(f"{path}: the file is empty; it needs a header line of trials columns and rows")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ImportRejected(f"{path}: the file is UTF-16 text; {REIMPORT}")
+    if data.startswith(b"PAR1"):
+        raise ImportRejected(f"{path}: the file is Parquet, not CSV; name it {path.stem}.parquet")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ImportRejected(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}; Latin-1 or another encoding?); "
+            f"{REIMPORT}"
+        ) from exc
+    if "\x00" in text:
+        raise ImportRejected(f"{path}: the file holds NUL bytes, so it is not CSV text (UTF-16?); {REIMPORT}")
+    try:
+        lines = [cells for cells in csv.reader(io.StringIO(text, newline="")) if cells]
+    except csv.Error as exc:
+        raise ImportRejected(f"{path}: cannot read as CSV ({exc}); {REIMPORT}") from exc
+    if not lines:
+        raise ImportRejected(f"{path}: the file is empty; it needs a header line of trials columns and rows")
+    columns = [name.strip() for name in lines[0]]
+    header_problem(path, columns)
+    rows: list[dict | str] = []
+    for cells in lines[1:]:
+        if len(cells) != len(columns):
+            rows.append(f"has {len(cells)} cells, but the header has {len(columns)} columns")
+        else:
+            rows.append(dict(zip(columns, cells, strict=True)))
+    return columns, rows
+
+
+def header_problem(path: Path, columns: list[str]) -> None:
+    """Reject a header with an unnamed or repeated column, or columns that are not trials columns."""
+    for index, name in enumerate(columns, start=1):
+        if not name:
+            raise ImportRejected(f"{path}: column {index} has no name; name it after a trials column or remove it")
+        if columns.index(name) != index - 1:
+            raise ImportRejected(
+                f"{path}: column {name!r} appears twice (columns {columns.index(name) + 1} and {index}); keep one"
+            )
+    unknown = sorted(name for name in columns if name not in TRIALS.names)
+    if unknown:
+        separators = (("\t", "tab"), (";", "semicolon"))
+        separated = next((f" (it looks {word}-separated: use commas)" for sep, word in separators
+                          if any(sep in name for name in unknown)), "")  # fmt: skip
+        names = ", ".join(name if name.isidentifier() else shown(name) for name in unknown[:20])
+        raise ImportRejected(
+            f"{path}: unknown columns {names}"
+            f"{' …' if len(unknown) > 20 else ''}{separated}; the trials columns are listed in the README "
+            "(Results: layout and schema). Nothing was written."
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def shown(value) -> str:
+    """A cell for a message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def typed_row(raw: dict) -> tuple[dict, dict[str, str]]:
+    """The row with every cell read as its column's type (``sweep/schema.py``), and the reason for each cell
+    that cannot be (those cells keep their raw value). Empty cells and NaN are missing (None)."""
+    row, problems = {}, {}
+    for name, value in raw.items():
+        try:
+            row[name] = as_type(value, TRIALS.field(name).type)
+        except ValueError as exc:
+            row[name], problems[name] = value, f"{name}: {exc} (got {shown(value)})"
+    return row, problems
+
+
+def as_type(value, kind: pa.DataType):
+    """``value`` as a Python value of the Arrow type ``kind``; ValueError says what it must be."""
+    if isinstance(value, Decimal):
+        value = int(value) if value == value.to_integral_value() else float(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if pa.types.is_string(kind):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)  # an all-digit id or sha stored as a number in a Parquet file
+        raise ValueError("must be text")
+    if pa.types.is_integer(kind):
+        return as_int(value, INT_BITS[kind])
+    if pa.types.is_floating(kind):
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ValueError("must be a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be a number")
+        number = float(value)
+        return None if math.isnan(number) else number
+    if pa.types.is_boolean(kind):
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if word in TRUE or word in FALSE:
+            return word in TRUE
+        raise ValueError("must be true or false")
+    if pa.types.is_timestamp(kind):
+        return as_time(value)
+    raise ValueError(f"has a type ({kind}) the importer does not read")  # a schema change would show here
+
+
+def as_int(value, bits: int) -> int:
+    """``value`` as a whole number that fits in ``bits`` signed bits (``3``, ``3.0`` and ``" 3 "`` are 3);
+    a fraction, text that is no number, or a number out of range is a ValueError saying so."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError("must be a whole number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a whole number")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ValueError("must be a whole number")
+        value = int(value)
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise ValueError(f"must be a whole number between -2**{bits - 1} and 2**{bits - 1} - 1")
+    return value
+
+
+def as_time(value) -> datetime:
+    """A time (ISO 8601 text, or a Parquet timestamp or date); without a time zone it is read as UTC."""
+    if hasattr(value, "to_pydatetime"):  # a pandas Timestamp (nanosecond Parquet timestamps)
+        value = value.to_pydatetime()
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, time())
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError("must be an ISO 8601 time such as 2025-01-31T12:00:00+00:00") from None
+    if not isinstance(value, datetime):
+        raise ValueError("must be an ISO 8601 time such as 2025-01-31T12:00:00+00:00")
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
 def present(row: dict, name: str):
@@ -101,6 +304,16 @@ def row_problems(row: dict, shipped: Headline | str | None = None) -> list[str]:
     """Every reason ``row`` cannot be a trials row (empty when it can). ``shipped``: the headline of the
     shipped space the row names (or why it cannot be had), None for any other space."""
     problems = [f"{name}: missing" for name in REQUIRED if row.get(name) in (None, "")]
+    space = row.get("space")
+    if isinstance(space, str) and not SPACE_NAME.fullmatch(space):
+        problems.append(
+            f"space: must be a name of letters, digits, _ . - not starting with . or - (it names a folder under "
+            f"results/), got {shown(space)}"
+        )
+    for name in NON_NEGATIVE:
+        value = row.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            problems.append(f"{name}: must not be negative (got {value!r})")
     for name in (*SHAPE_INTS, "params", "flops_per_sample", "peak_mem_bytes"):
         value = row.get(name)
         if value is not None and (not is_integer(value) or value < 1):
@@ -172,6 +385,8 @@ def score_problems(row: dict, metric: str) -> list[str]:
         return [f"score: {given!r} differs from the {metric} column ({column!r}); give one, or the same value"]
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
         return [f"score: must be a number (got {score!r})"]
+    if score is not None and not math.isfinite(score):
+        return [f"score: must be a finite number (got {score!r}); leave it empty for a trial without one"]
     if score is not None and metric in PERCENT_METRICS and not 0 <= score <= 100:
         return [f"score: {metric} is a percentage, must be in [0, 100] (got {score!r})"]
     if score is None and row.get("status") == "ok":
@@ -202,7 +417,7 @@ def complete(row: dict, sweep_id: str, index: int, shipped: Headline | None = No
     """Fill the derived columns an imported row may leave out, its headline metric and score among them."""
     headline = row_headline(row, shipped)
     row = {**row, "metric": headline.metric, "metric_mode": headline.mode, "score": row_score(row, headline.metric)}
-    row["family"] = row.get("family") or "vit"
+    row["family"] = row.get("family") or (shipped.family if shipped and shipped.family else "vit")
     row["head_dim"] = int(row.get("head_dim") or int(row["embed_dim"]) // int(row["num_heads"]))
     row["attn_dim"] = int(row["num_heads"]) * row["head_dim"]
     row["config_id"] = row.get("config_id") or imported_config_id(row)
@@ -219,48 +434,115 @@ def complete(row: dict, sweep_id: str, index: int, shipped: Headline | None = No
     return row
 
 
-def existing_keys(results_dir: Path) -> set[tuple]:
-    _, rows = run_query(results_dir, "SELECT space, config_id, seed, trial_id FROM trials")
-    return {tuple(row) for row in rows}
+def existing_rows(results_dir: Path) -> tuple[set[tuple], set[str]]:
+    """The (space, config_id, seed) of every trial in the results, and the spaces with a baseline row."""
+    _, rows = run_query(results_dir, "SELECT space, config_id, seed, is_baseline FROM trials")
+    return {tuple(row[:3]) for row in rows}, {row[0] for row in rows if row[3]}
 
 
 def import_file(path: Path, results_dir: Path) -> dict[str, int]:
-    """Validate every row of ``path``; write them all (one file per space) or nothing. Returns rows per space."""
-    rows = read_rows(path)
-    if not rows:
-        raise ImportRejected(f"{path}: no rows")
-    unknown = sorted(set(rows[0]) - set(TRIALS.names))
-    if unknown:
-        raise ImportRejected(
-            f"{path}: unknown columns {', '.join(unknown)}; the trials columns are listed in the README "
-            "(Results: layout and schema). Nothing was written."
-        )
+    """Validate every row of ``path``; write them all (one file per space) or nothing. Returns rows per space.
+
+    Warns (on stderr) about each space that ends up with no baseline row, as its verdicts stay empty."""
+    columns, raw_rows = read_rows(path)
+    if not raw_rows:
+        raise ImportRejected(f"{path}: no rows, only the header; nothing was written")
+    problems, rows, failed = [], [], []
+    for index, raw in enumerate(raw_rows, start=1):
+        if isinstance(raw, str):  # a CSV line that does not fit the header
+            problems.append(f"row {index}: {raw}")
+            rows.append({})
+            failed.append({})
+            continue
+        row, bad = typed_row(raw)
+        problems += [f"row {index}: {reason}" for reason in bad.values()]
+        rows.append(row)
+        failed.append(bad)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    sweep_id = f"import-{stamp}"
+    sweep_id = f"import-{stamp}-{uuid.uuid4().hex[:6]}"  # unique: two imports in one second never collide
     settings = ShippedSettings()
-    shipped = [settings.get(row.get("space"), present(row, "profile")) for row in rows]
-    problems = [f"row {i}: {p}" for i, row in enumerate(rows, start=1) for p in row_problems(row, shipped[i - 1])]
+    shipped = [shipped_headline(settings, row) for row in rows]
+    for index, row in enumerate(rows, start=1):
+        if row:  # a cell that could not be read is named once, by typed_row, not again by the checks below
+            reasons = row_problems(row, shipped[index - 1])
+            problems += [f"row {index}: {p}" for p in reasons if p.split(":")[0] not in failed[index - 1]]
     completed = (
         [complete(row, sweep_id, i, shipped[i - 1]) for i, row in enumerate(rows, start=1)] if not problems else []
     )
-    problems += one_metric_problems(completed) + duplicate_problems(completed, existing_keys(results_dir))
+    existing, with_baseline = existing_rows(results_dir)
+    problems += one_metric_problems(completed) + duplicate_problems(completed, existing)
     if problems:
-        shown = "\n  ".join(problems[:50]) + (f"\n  … and {len(problems) - 50} more" if len(problems) > 50 else "")
-        raise ImportRejected(f"{path}: rejected, nothing written ({len(problems)} problems):\n  {shown}")
+        listed = "\n  ".join(problems[:50]) + (f"\n  … and {len(problems) - 50} more" if len(problems) > 50 else "")
+        raise ImportRejected(f"{path}: rejected, nothing written ({len(problems)} problems):\n  {listed}")
+    if "is_baseline" not in columns or all(row.get("is_baseline") is None for row in rows):
+        mark_baselines(completed, shipped)
     per_space: dict[str, list[dict]] = {}
     for row in completed:
         per_space.setdefault(row["space"], []).append(row)
+    write_all(path, results_dir, sweep_id, per_space, settings)
     for space, space_rows in per_space.items():
-        for table in TABLES:  # empty epochs/kappa files keep every table's glob non-empty for the duckdb shell
-            target = results_dir / table / space / sweep_id / f"{path.stem}.parquet"
-            write_atomic(table_from_rows(table, space_rows if table == "trials" else []), target)
-        first = space_rows[0]
-        headline = settings.get(space, present(first, "profile")) or Headline(first["metric"], first["metric_mode"])
-        # A shipped space's question and tolerance; any other: its metric, tolerance left to the analysis
-        record_space(
-            results_dir, space, sweep_id, None, headline.question, headline.metric, headline.mode, headline.tolerance
-        )
+        if space not in with_baseline and not any(row["is_baseline"] for row in space_rows):
+            print(
+                f"warning: no row of space {space!r} is marked as its baseline, so its verdicts (vs_baseline, "
+                "depth_edge, head_dim_edge) stay empty until one is: add an is_baseline column (true on the "
+                "baseline's rows) to the file; to import it again, first remove this import "
+                f"({results_dir}/{{trials,epochs,kappa}}/{space}/{sweep_id}/ and "
+                f"{results_dir}/spaces/{space}/{sweep_id}.parquet)",
+                file=sys.stderr,
+            )
     return {space: len(space_rows) for space, space_rows in per_space.items()}
+
+
+def shipped_headline(settings: ShippedSettings, row: dict) -> Headline | str | None:
+    """The headline of the shipped space the row names (None: not a shipped space, or not readable as one)."""
+    space, profile = row.get("space"), present(row, "profile")
+    if not isinstance(space, str) or not isinstance(profile, (str, type(None))):
+        return None
+    return settings.get(space, profile)
+
+
+def mark_baselines(rows: list[dict], shipped: list) -> None:
+    """For a file without ``is_baseline``: mark the rows of a shipped space whose shape is its baseline's."""
+    for row, headline in zip(rows, shipped, strict=True):
+        if isinstance(headline, Headline):
+            row["is_baseline"] = tuple(row.get(key) for key in SHAPE_KEY) in headline.baselines
+
+
+def write_all(path: Path, results_dir: Path, sweep_id: str, per_space: dict, settings: ShippedSettings) -> None:
+    """Every table's file for every space, or (when the folder cannot take them) none: built first, then
+    written, and what was written removed again if a later write fails."""
+    tables = {}
+    try:
+        for space, space_rows in per_space.items():
+            for table in TABLES:  # empty epochs/kappa files keep every table's glob non-empty for the duckdb shell
+                target = results_dir / table / space / sweep_id / f"{path.stem}.parquet"
+                tables[target] = table_from_rows(table, space_rows if table == "trials" else [])
+    except (pa.ArrowException, OverflowError) as exc:  # a value the checks let through but Arrow cannot hold
+        raise ImportRejected(f"{path}: rejected, nothing written: {first_line(exc)}") from exc
+    written: list[Path] = []
+    try:
+        for target, table in tables.items():
+            write_atomic(table, target)
+            written.append(target)
+        for space, space_rows in per_space.items():
+            first = space_rows[0]
+            headline = settings.get(space, present(first, "profile"))
+            if not isinstance(headline, Headline):
+                headline = Headline(first["metric"], first["metric_mode"])
+            # A shipped space's question and tolerance; any other: its metric, tolerance left to the analysis
+            written.append(Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
+            settings_row = (headline.question, headline.metric, headline.mode, headline.tolerance)
+            record_space(results_dir, space, sweep_id, None, *settings_row)
+    except OSError as exc:
+        for target in written:
+            target.unlink(missing_ok=True)
+            for folder in target.relative_to(results_dir).parents[:-1]:  # the folders made for it, if now empty
+                with contextlib.suppress(OSError):
+                    (results_dir / folder).rmdir()
+        raise ResultsError(
+            f"cannot write under {results_dir}: {exc}; nothing was imported (free space or fix permissions, then "
+            "import again)"
+        ) from exc
 
 
 def one_metric_problems(rows: list[dict]) -> list[str]:
@@ -285,6 +567,6 @@ def duplicate_problems(rows: list[dict], existing: set[tuple]) -> list[str]:
         if key in seen:
             problems.append(f"row {index}: same (space, config_id, seed) as row {seen[key]}")
         seen.setdefault(key, index)
-        if any(e[:3] == key for e in existing):
+        if key in existing:
             problems.append(f"row {index}: (space, config_id, seed) = {key} is already in the results")
     return problems

@@ -166,6 +166,52 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     return sentences
 
 
+def shape_words(row: dict) -> str:
+    blocks = "block" if row["depth"] == 1 else "blocks"
+    return f"{row['depth']} {blocks} × {row['num_heads']} heads of {row['head_dim']}"
+
+
+def answer_paragraph(headline: Headline, verdicts: list[dict], space: str, profile: str | None = None) -> str:
+    """The report's first paragraph, one a reader can quote: how many configs hold and break with
+    confidence, the leanest config that holds and the depths at which every config breaks, each with its
+    Δ and 95% interval, and what is still open."""
+    if not verdicts:
+        return (
+            "No verdicts: the results hold no baseline row for this space, so nothing can be judged against it. "
+            "Run the baseline config, or mark its rows with `is_baseline` when importing.\n"
+        )
+    judged = [v for v in verdicts if not v["is_baseline"]]
+    holds = [v for v in judged if v["significant"] and v["verdict"] == "holds"]
+    breaks = [v for v in judged if v["significant"] and v["verdict"] == "breaks"]
+    open_ = len(judged) - len(holds) - len(breaks)
+    sentences = [
+        f"Of {len(judged)} configs judged against the baseline on {headline.label} (tolerance {headline.tolerance} "
+        f"{headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; {open_} are open."
+    ]
+    if holds:
+        lean = min(holds, key=lambda v: (v["params"] or 0, v["depth"]))
+        change = lean["delta_params_pct"] or 0.0
+        size = f"{abs(change):.0f}% {'fewer' if change <= 0 else 'more'} parameters than the baseline"
+        sentences.append(f"The leanest that holds is {shape_words(lean)}: {describe_verdict(lean)}, with {size}.")
+    for depth in sorted({v["depth"] for v in breaks}):
+        at_depth = [v for v in judged if v["depth"] == depth]
+        if all(v in breaks for v in at_depth):
+            deltas = sorted(v["delta"] for v in at_depth)
+            span = format_delta(deltas[0], headline.name) + (
+                f" to {format_delta(deltas[-1], headline.name)}" if len(deltas) > 1 else ""
+            )
+            sentences.append(
+                f"Every config with {depth} block{'s' if depth > 1 else ''} breaks, whatever its heads "
+                f"({len(at_depth)} tried; Δ {span})."
+            )
+    if open_:
+        sentences.append(
+            f"More seeds where verdicts are open: `make rerun SPACE={space}"
+            f"{f' PROFILE={profile}' if profile else ''} SELECT=inconclusive BUDGET={2 * open_}`."
+        )
+    return " ".join(sentences) + "\n"
+
+
 # --- pictures ---------------------------------------------------------------------------------------------
 
 
@@ -311,11 +357,81 @@ def plot_throughput(configs: list[dict], path: Path) -> None:
             xytext=(2, 2),
             textcoords="offset points",
         )
-    ax.set_yscale("log")
+    if any(c[key] for c in done for key in ("train_samples_per_s", "infer_samples_per_s")):
+        ax.set_yscale("log")  # only with positive values to scale (imported rows may have no throughput)
     ax.set_xlabel("parameters (M)")
     ax.set_ylabel("samples / s (steady state)")
     ax.set_title("Throughput against parameters (depth × heads labelled)")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+KAPPA_EPOCHS_SQL = """
+SELECT t.config_id, t.family, t.depth, t.num_heads, t.head_dim, e.epoch, avg(e.kappa_mean) AS kappa_mean
+FROM epochs e JOIN trials t USING (space, trial_id)
+WHERE t.space = $1 AND t.metric = $2 AND t.status = 'ok' AND e.kappa_mean IS NOT NULL
+GROUP BY ALL ORDER BY t.config_id, e.epoch
+"""
+
+
+def rank(values: list[float]) -> list[float]:
+    """Ranks 1 … n, ties given their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start : end + 1]:
+            ranks[i] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    """Spearman's ρ: Pearson's correlation of the average ranks; None with fewer than 3 points or no spread."""
+    if len(x) < 3:
+        return None
+    rx, ry = rank(x), rank(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (sx * sy) if sx > 0 and sy > 0 else None
+
+
+def kappa_over_training(epochs: list[dict], configs: list[dict]) -> tuple[dict, list[tuple], float | None]:
+    """Per config its κ curve over epochs (mean over seeds of the epoch's ``kappa_mean``), the pairs (κ at
+    its first probed epoch, final mean score) and Spearman's ρ between them across configs."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for row in epochs:
+        curves.setdefault(row["config_id"], []).append((row["epoch"], row["kappa_mean"]))
+    scores = {c["config_id"]: c["score_mean"] for c in configs if c["score_mean"] is not None}
+    pairs = [(curve[0][1], scores[cid]) for cid, curve in curves.items() if cid in scores and len(curve) > 1]
+    rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+    return curves, pairs, rho
+
+
+def plot_kappa_epochs(epochs: list[dict], curves: dict, pairs: list[tuple], rho, path: Path, headline) -> None:
+    """κ over training per config (left) and early κ against the final metric (right)."""
+    labels = {row["config_id"]: f"{row['depth']}×{row['num_heads']}×{row['head_dim']}" for row in epochs}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for cid, curve in curves.items():
+        left.plot([e for e, _ in curve], [k for _, k in curve], marker="o", ms=3, label=labels[cid])
+    left.set_yscale("log")
+    left.set_xlabel("epoch")
+    left.set_ylabel("κ (mean over layers of the median)")
+    left.set_title("κ during training (depth × heads × head_dim)")
+    if len(curves) <= 12:
+        left.legend(fontsize=7)
+    right.scatter([p[0] for p in pairs], [p[1] for p in pairs])
+    right.set_xscale("log")
+    right.set_xlabel("κ at the first probed epoch")
+    right.set_ylabel(f"final {headline.label}")
+    right.set_title(f"does early κ predict the final {headline.label}? Spearman ρ = {format_value(rho)}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -345,16 +461,103 @@ def write_report(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     plot_pareto(configs, front, out_dir / "pareto.png", headline)
-    plot_delta_heatmap(verdicts, out_dir / "delta_heatmap.png", headline)
+    if verdicts:
+        plot_delta_heatmap(verdicts, out_dir / "delta_heatmap.png", headline)
     if kappa:
         plot_kappa(kappa, out_dir / "kappa_vs_heads.png")
     plot_throughput(configs, out_dir / "throughput_vs_params.png")
+    kappa_epochs = query(con, KAPPA_EPOCHS_SQL, *key)
+    curves, early_pairs, early_rho = kappa_over_training(kappa_epochs, configs)
+    if early_pairs:
+        plot_kappa_epochs(kappa_epochs, curves, early_pairs, early_rho, out_dir / "kappa_over_training.png", headline)
+    extra = equal_cost_section(query(con, "FROM matched_budget WHERE space = ? AND metric = ?", *key), headline)
+    extra += kappa_metric_section(query(con, "FROM kappa_accuracy WHERE space = ? AND metric = ?", *key), headline)
+    if early_pairs:
+        extra += kappa_training_section(curves, early_pairs, early_rho, headline)
+    latest = con.execute(
+        "SELECT profile FROM spaces WHERE space = ? ORDER BY written_at DESC LIMIT 1", [space]
+    ).fetchone()
     text = render_markdown(
-        space, question, headline, trials, configs, verdicts, front, depth_edges, head_dim_edges, kappa, infeasible
+        space,
+        question,
+        headline,
+        trials,
+        configs,
+        verdicts,
+        front,
+        depth_edges,
+        head_dim_edges,
+        kappa,
+        infeasible,
+        profile=latest[0] if latest else None,
+        extra=extra,
     )
+
     index = out_dir / "index.md"
     index.write_text(text)
     return index
+
+
+def equal_cost_section(matched: list[dict], headline: Headline) -> str:
+    """At equal cost, which shape wins? Per cost kind, how each config fares against the config nearest to
+    it in that cost (``matched_budget``), and the clear wins."""
+    if not matched:
+        return ""
+    lines = ["\n## At equal cost, which shape wins?\n"]
+    kinds = {"params": "parameters", "flops": "FLOPs per sample", "train_time": "training time per sample"}
+    for kind, words in kinds.items():
+        rows = [r for r in matched if r["cost_kind"] == kind]
+        if not rows:
+            continue
+        tally = {v: sum(r["verdict"] == v for r in rows) for v in ("wins", "loses", "tie (within tolerance)")}
+        wins = [r for r in rows if r["verdict"] == "wins" and r["significant"]]
+        text = (
+            f"- **{words}**: of {len(rows)} configs matched to their nearest rival, {tally['wins']} win, "
+            f"{tally['loses']} lose, {tally['tie (within tolerance)']} tie; the rest are inconclusive."
+        )
+        for r in sorted(wins, key=lambda r: -(r["gain"] or 0))[:3]:
+            text += (
+                f" {shape_words(r)} beats {r['matched_depth']} blocks × {r['matched_num_heads']} heads of "
+                f"{r['matched_head_dim']} at {r['cost_ratio']:.2f}× its cost (Δ "
+                f"{format_delta(r['delta'], headline.name)}, 95% CI {format_delta(r['delta_lo'], headline.name)}…"
+                f"{format_delta(r['delta_hi'], headline.name)})."
+            )
+        lines.append(text)
+    lines.append('\nEvery pairing: `sweep sql "FROM matched_budget"`.\n')
+    return "\n".join(lines)
+
+
+def kappa_metric_section(rows: list[dict], headline: Headline) -> str:
+    """Does κ track the metric? Spearman's ρ across configs with its bootstrap interval (``kappa_accuracy``)."""
+    if not rows:
+        return ""
+    lines = ["\n## Does κ track the metric?\n"]
+    for r in rows:
+        where = (
+            "across widths"
+            if r["scope"] == "across_widths"
+            else (f"at fixed width (d_model {r['embed_dim']}, attention {r['attn_dim']}, MLP {r['mlp_dim']})")
+        )
+        rho = (
+            "undefined (no spread)"
+            if r["spearman_rho"] is None
+            else (f"{r['spearman_rho']:+.2f} (95% bootstrap {r['rho_lo']:+.2f}…{r['rho_hi']:+.2f})")
+        )
+        lines.append(f"- {r['family']}, {where}: Spearman ρ between final κ and {headline.label} = {rho}, "
+                     f"{r['n_configs']} configs.")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def kappa_training_section(curves: dict, pairs: list[tuple], rho, headline: Headline) -> str:
+    """Does κ fall during training, and does its early value predict the final metric?"""
+    falling = sum(curve[-1][1] < curve[0][1] for curve in curves.values() if len(curve) > 1)
+    tracked = sum(len(curve) > 1 for curve in curves.values())
+    return (
+        "\n## κ during training\n\n![κ over training](kappa_over_training.png)\n\n"
+        f"κ fell from its first probed epoch to its last in {falling} of {tracked} configs. Across {len(pairs)} "
+        f"configs, Spearman's ρ between κ at the first probed epoch and the final {headline.label} is "
+        f"{format_value(rho)} (epochs from `epochs.kappa_mean`, averaged over seeds).\n"
+    )
 
 
 def verdict_rule(headline: Headline, trials: int) -> str:
@@ -362,20 +565,36 @@ def verdict_rule(headline: Headline, trials: int) -> str:
     h = headline
     return (
         f"{trials} trials, judged on `{h.name}` ({h.label}, {direction_words(h.mode)}). A config **holds** when "
-        f"its mean {h.label} is confidently (95% Welch interval) no more than {h.tolerance} {h.unit} {h.worse} "
+        f"its mean {h.label} is confidently (95% interval) no more than {h.tolerance} {h.unit} {h.worse} "
         f"the baseline's, **breaks** when it is confidently more than that {h.worse}, and is **inconclusive** "
-        "otherwise. One seed is never called significant. In the tables, `score_mean` is the mean "
+        "otherwise. The interval is Welch's, or, with 2 seeds on a side, one on the variance pooled over the "
+        "space's configs where their spreads pass the equal-variance checks (`evidence` names the method). "
+        "One seed is never called significant. In the tables, `score_mean` is the mean "
         f"{h.name} over seeds and `delta` (Δ) the config's minus the baseline's, in {h.unit}.\n"
     )
 
 
 def render_markdown(
-    space, question, headline, trials, configs, verdicts, front, depth_edges, head_dim_edges, kappa, infeasible
+    space,
+    question,
+    headline,
+    trials,
+    configs,
+    verdicts,
+    front,
+    depth_edges,
+    head_dim_edges,
+    kappa,
+    infeasible,
+    profile=None,
+    extra: str = "",
 ) -> str:
     baseline = next((c for c in configs if c["is_baseline"]), None)
     parts = [f"# Where does the head-for-depth trade break? Space `{space}`\n"]
     if question:
         parts.append(f"> {' '.join(question.split())}\n")
+    parts.append("## The answer\n")
+    parts.append(answer_paragraph(headline, verdicts, space, profile))
     parts.append(verdict_rule(headline, trials))
     if baseline:
         parts.append(
@@ -393,7 +612,8 @@ def render_markdown(
     parts += depth_sentences(depth_edges, verdicts) or ["_(no configs at or below the baseline depth)_"]
     parts.append("\n## Along head_dim (more, smaller heads at fixed d_model)\n")
     parts += head_dim_sentences(head_dim_edges, verdicts) or ["_(no fixed-d_model configs)_"]
-    parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
+    if verdicts:
+        parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
     parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
     parts.append(
         markdown_table(
@@ -419,6 +639,8 @@ def render_markdown(
                 ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "score_mean"],
             )
         )
+    if extra:
+        parts.append(extra)
     parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
     parts.append("\n## Every config against the baseline\n")
     parts.append(

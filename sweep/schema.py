@@ -88,6 +88,7 @@ TRIALS = pa.schema([
     ("started_at", pa.timestamp("ms", tz="UTC")),
     ("finished_at", pa.timestamp("ms", tz="UTC")),
     ("trial_config", pa.string()),  # the worker config as JSON: enough to rerun the trial by hand
+    ("resident_data_bytes", pa.int64()),  # data tensors the batch source keeps on the device (not in peak_mem_bytes)
 ])  # fmt: skip
 
 # The columns that tie an epochs or kappa row to its trial.

@@ -336,7 +336,10 @@ def find_space(name_or_path: str) -> Path:
 
 def read_yaml(path: Path) -> dict:
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        issue = ConfigIssue(str(path), f"byte {exc.start}", "not UTF-8 text", MISSING, "save the file as UTF-8")
+        raise SpaceError([issue]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -5,6 +5,11 @@
 ``trials_files``, ``epochs_files`` and ``spaces_files``, and ``results/views.sql`` defines the tables over
 them with version-1 rows read as version 2 (metric ``top1``, mode ``max``, score = top-1; ``val_score`` =
 ``val_top1``; ``tolerance_top1`` as ``tolerance``).
+
+A file that cannot be read as Parquet (cut short, overwritten with something else) does not stop the
+analysis: every file's footer is checked first (cheaply, once per file version in a process), the damaged
+ones are left out with a warning on stderr that names them, and the views read the rest. ``sweep doctor``
+checks more thoroughly and ``sweep doctor --fix`` sets damaged files aside.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import csv
 import io
 import json
 import math
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from sweep.errors import QueryError
 from sweep.schema import ALL_TABLES, SCHEMAS
@@ -24,6 +32,9 @@ from sweep.schema import ALL_TABLES, SCHEMAS
 VIEWS_SQL = Path(__file__).resolve().parent.parent / "results" / "views.sql"
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by views.sql
+NAMES_SHOWN = 5  # damaged files named in the warning; `sweep doctor` lists them all
+_footer_checks: dict[tuple[str, int, int], str | None] = {}  # (path, size, mtime) -> why unreadable, or None
+_warned: set[str] = set()  # damaged files already named in this process (analyses connect many times)
 
 
 def glob_view_name(table: str) -> str:
@@ -45,10 +56,14 @@ def connect(
     tolerance``, which ``vs_baseline`` reads); None keeps each space's own.
     """
     con = duckdb.connect(":memory:")
+    damaged: list[tuple[Path, str]] = []
     for table in ALL_TABLES:
         pattern, name = table_glob(results_dir, table), glob_view_name(table)
-        if any(Path(results_dir).glob(f"{table}/**/*.parquet")):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+        good, bad = readable_files(results_dir, table)
+        damaged += bad
+        if good:  # the table's glob, or the readable files by name when some are damaged
+            source = sql_text(pattern) if not bad else "[" + ", ".join(sql_text(str(p.resolve())) for p in good) + "]"
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source}, union_by_name = true)")
         else:
             empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
@@ -59,7 +74,59 @@ def connect(
     else:  # no analysis views: the versioned tables as their files are
         for table in VERSIONED_TABLES:
             con.execute(f"CREATE VIEW {table} AS FROM {glob_view_name(table)}")
+    warn_damaged(damaged)
     return con
+
+
+def sql_text(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def footer_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as Parquet, judged by its footer (cut short, not Parquet), or None.
+    Remembered per (path, size, modification time), so a process that connects often reads each footer once."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror or exc})"
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _footer_checks:
+        try:
+            pq.read_metadata(path)
+            _footer_checks[key] = None
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            _footer_checks[key] = f"cannot be read as Parquet: {detail}"
+    return _footer_checks[key]
+
+
+def readable_files(results_dir: Path, table: str) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """A table's Parquet files under the results folder: those whose footer reads, and the others with why."""
+    good, bad = [], []
+    for path in sorted(Path(results_dir).glob(f"{table}/**/*.parquet")):
+        problem = footer_problem(path)
+        if problem is None:
+            good.append(path)
+        else:
+            bad.append((path, problem))
+    return good, bad
+
+
+def warn_damaged(damaged: list[tuple[Path, str]]) -> None:
+    """One line on stderr naming the damaged files left out (each file once per process)."""
+    new = [path for path, _ in damaged if str(path) not in _warned]
+    if not new:
+        return
+    _warned.update(str(path) for path in new)
+    names = ", ".join(str(path) for path in new[:NAMES_SHOWN])
+    more = f" and {len(new) - NAMES_SHOWN} more" if len(new) > NAMES_SHOWN else ""
+    count = f"{len(new)} damaged results file{'s' if len(new) != 1 else ''}"
+    print(
+        f"warning: left out {count} that cannot be read as Parquet ({names}{more}); the rest were read. "
+        "`sweep doctor` lists what is wrong and `sweep doctor --fix` sets them aside.",
+        file=sys.stderr,
+    )
 
 
 def without_base_tables(sql: str) -> str:
@@ -91,11 +158,13 @@ def run_query(results_dir: Path, query: str, tolerance: float | None = None) -> 
     check_read_only(con, query)
     try:
         relation = con.sql(query)
+        if relation is None:
+            return [], []
+        return list(relation.columns), relation.fetchall()
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:  # reading a file failed, not the query
+        raise QueryError(f"{exc}\n(a results file may be damaged: `sweep doctor` checks every file)") from exc
     except duckdb.Error as exc:
         raise QueryError(f"{exc}\n(tables: trials, epochs, kappa; views in {VIEWS_SQL.name})") from exc
-    if relation is None:
-        return [], []
-    return list(relation.columns), relation.fetchall()
 
 
 def format_value(value) -> str:

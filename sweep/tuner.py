@@ -3,15 +3,17 @@ cluster at ``$RAY_ADDRESS``, with the Parquet sink as the single writer of resul
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import date, datetime, timezone
+from pathlib import Path, PurePath
 
+import numpy as np
 import optuna
 import ray
 import torch
@@ -77,7 +79,7 @@ def tune_trial(config: dict, arrays=None) -> None:
     def on_epoch(row: dict, kappa_rows: list[dict], snapshot) -> None:
         known = epoch_metrics(row)
         with tempfile.TemporaryDirectory() as folder:
-            torch.save(snapshot(), Path(folder) / CHECKPOINT_FILE)
+            save_checkpoint(snapshot(), Path(folder))
             checkpoint = tune.Checkpoint.from_directory(folder)
             tune.report({**static, **known, "epoch_row": row, "kappa_rows": kappa_rows}, checkpoint=checkpoint)
 
@@ -104,7 +106,49 @@ def last_checkpoint() -> dict | None:
     if checkpoint is None:
         return None
     with checkpoint.as_directory() as folder:
-        return torch.load(Path(folder) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+        return load_checkpoint(Path(folder))
+
+
+def save_checkpoint(state: dict, folder: Path) -> None:
+    """Write a trial state as tensors and plain data only (:func:`plain`), so that it loads with
+    ``weights_only=True``: a checkpoint under the results folder can never run code when it is read."""
+    torch.save(plain(state), folder / CHECKPOINT_FILE)
+
+
+def load_checkpoint(folder: Path) -> dict:
+    """A trial state written by :func:`save_checkpoint`; only tensors and plain data are unpickled."""
+    return torch.load(folder / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+
+
+def plain(value, where: str = "state"):
+    """``value`` as what ``torch.load(weights_only=True)`` reads: tensors, None, bool, int, float, str,
+    and dicts, lists and tuples of them. Subclasses become their base (``torch.__version__`` is a ``str``
+    subclass), NumPy scalars numbers, NumPy arrays lists, datetimes ISO text, dataclasses dicts, paths text;
+    anything else is a TypeError naming where it is, rather than a pickled object."""
+    if value is None or torch.is_tensor(value):
+        return value
+    for kind in (bool, int, float, str):  # bool before int: a bool is an int
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, dict):
+        return {plain(key, where): plain(item, f"{where}[{key!r}]") for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value), where)
+    if isinstance(value, PurePath):
+        return str(value)
+    raise TypeError(
+        f"{where} is of type {type(value).__name__}; a checkpoint holds only tensors and plain data "
+        "(convert it where the trial state is built)"
+    )
 
 
 class OptunaSearchFailuresAsFailed(OptunaSearch):

@@ -197,6 +197,10 @@ def test_report_renders_and_states_the_answer(planted, tmp_path):
     assert "**4 heads of 16**: holds down to depth 2; breaks at depth 1" in text
     assert "**16 heads of 4**: holds down to depth 1, the smallest tried: nothing broke in this range" in text
     assert "depth 1: breaks (Δ -10.0, 95% CI" in text and "depth 4: 90.0% (the baseline)" in text
+    answer = text.split("## The answer\n", 1)[1].strip().split("\n")[0]  # the first paragraph
+    assert answer.startswith("Of 11 configs judged against the baseline on top-1")
+    assert "The leanest that holds is 1 block × 16 heads of 4: holds (Δ +0.0, 95% CI" in answer
+    assert "## At equal cost, which shape wins?" in text and "## Does κ track the metric?" in text
     for picture in ("pareto.png", "delta_heatmap.png", "throughput_vs_params.png"):
         assert (tmp_path / "report" / picture).stat().st_size > 10_000
         assert f"]({picture})" in text

@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from workers.config import ModelSpec
 from workers.models import build_model, set_fused_attention, variant_spec
 from workers.probes.flops import forward_flops_per_sample
-from workers.probes.memory import CPU_METHOD, live_storage_bytes, peak_train_step_memory
+from workers.probes.memory import CPU_METHOD, live_storage_bytes, peak_train_step_memory, training_step_tensors
 from workers.probes.throughput import batch1_latency_ms, inference_throughput
 from workers.train import make_context, train_step
 
@@ -51,14 +51,8 @@ def small_training(batch_size):
     ctx = make_context(model, TrainSpec(), torch.device("cpu"), total_steps=10)
     images, labels = torch.randn(batch_size, 3, 16, 16), torch.randint(0, 10, (batch_size,))
     train_step(ctx, images, labels)  # optimiser state exists from here on
-    live = [
-        *model.parameters(),
-        *(p.grad for p in model.parameters()),
-        images,
-        labels,
-        *(t for s in ctx.optimizer.state.values() for t in s.values() if torch.is_tensor(t)),
-    ]
-    return ctx, images, labels, live
+    ctx.optimizer.zero_grad(set_to_none=True)  # the measured step allocates its own gradients
+    return ctx, images, labels, training_step_tensors(model, ctx.optimizer, [images, labels])
 
 
 def test_cpu_peak_memory_covers_weights_and_grows_with_batch():
@@ -71,6 +65,15 @@ def test_cpu_peak_memory_covers_weights_and_grows_with_batch():
     large, _ = peak_train_step_memory(lambda: train_step(ctx, images, labels), torch.device("cpu"), live)
     # activations of 64 images of 65 tokens × 64 channels × 2 blocks are far more than those of 8
     assert large > small + 56 * 65 * 64 * 4 * 2
+
+
+def test_step_tensors_are_weights_adam_moments_and_batch_without_gradients():
+    ctx, images, labels, live = small_training(8)
+    parameters = list(ctx.model.parameters())
+    weights = sum(p.numel() * 4 for p in parameters)
+    # float32 weights, two float32 moments, one float32 step counter per parameter tensor, the batch
+    expected = 3 * weights + 4 * len(parameters) + images.numel() * 4 + labels.numel() * 8
+    assert live_storage_bytes(live) == expected
 
 
 def test_live_storage_bytes_counts_each_storage_once():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from timm.optim import param_groups_weight_decay
 from torch import nn
 
 from workers.batch import Inputs, forward
@@ -48,14 +49,14 @@ def synchronize(device: torch.device) -> None:
 
 
 def make_optimizer(model: nn.Module, spec: TrainSpec) -> torch.optim.AdamW:
-    """AdamW; 1-D parameters (biases, norm scales) and tokens/position embeddings get no weight decay."""
-    no_decay_names = set(getattr(model, "no_weight_decay", lambda: set())())
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (no_decay if param.ndim <= 1 or name in no_decay_names else decay).append(param)
-    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW with timm's weight-decay groups (``timm.optim.param_groups_weight_decay``, as timm's
+    ``create_optimizer_v2`` builds them): no weight decay on a parameter that is 1-D (biases, norm scales)
+    or named ``*.bias``, or whose name matches a pattern in the model's ``no_weight_decay()`` (fnmatch
+    wildcards, e.g. XCiT's ``pos_embed.*``: its whole positional-encoding module); ``spec.weight_decay`` on
+    every other trainable parameter. Models without ``no_weight_decay`` (HF ones) get the 1-D rule alone.
+    With ``weight_decay`` 0 every parameter is in one group."""
+    no_weight_decay = set(getattr(model, "no_weight_decay", lambda: set())())
+    groups = param_groups_weight_decay(model, spec.weight_decay, no_weight_decay_list=no_weight_decay)
     return torch.optim.AdamW(groups, lr=spec.lr)
 
 
@@ -123,9 +124,9 @@ def train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torch
     """One optimiser step on one batch (images, or a dict of token tensors); returns the (detached) loss
     without synchronising the device. Labels are one class per sample, or one per token (language
     models), where ``IGNORE_INDEX`` marks tokens that are not scored: the loss is the mean over the rest."""
+    ctx.optimizer.zero_grad(set_to_none=True)  # before the forward: last step's gradients are not kept alive
     with autocast_for(ctx.device, ctx.spec):
         loss = ctx.loss_fn(*flatten_tokens(forward(ctx.model, inputs), labels))
-    ctx.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if ctx.spec.grad_clip_norm is not None:
         torch.nn.utils.clip_grad_norm_(ctx.model.parameters(), ctx.spec.grad_clip_norm)

@@ -33,7 +33,7 @@ from workers.finetune import finetune_glue, glue_fields
 from workers.models import build_model, get_family, num_tokens
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
-from workers.probes.memory import peak_train_step_memory
+from workers.probes.memory import live_storage_bytes, peak_train_step_memory, resident_tensors, training_step_tensors
 from workers.probes.params import param_breakdown
 from workers.probes.throughput import batch1_latency_ms, generated_token_latency_ms, inference_throughput
 from workers.train import (
@@ -298,19 +298,22 @@ def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict
 def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: TrialRecord) -> None:
     """Peak memory of one more training step, inference throughput and batch-1 latency (and, for token
     sequences, throughput in tokens/s: samples/s × seq_len, the positions the model processes, padding
-    included)."""
+    included).
+
+    ``peak_mem_bytes`` follows ``workers/probes/memory.py``: the step's own needs, gradients set to None
+    first so the step allocates (and the probe counts) them once, resident data left out.
+    ``resident_data_bytes``: the bytes of the distinct tensor storages the batch source holds on the trial's
+    device (``resident_tensors``: whole splits kept there, cached masks and probe batches); 0 for a loader
+    that holds none."""
     fields = record.fields
     generator = torch.Generator().manual_seed(cfg.seed + 1)
     inputs, labels = next(iter(data.train_batches(cfg.train.batch_size, generator)))
+    resident = resident_tensors(data)
+    fields["resident_data_bytes"] = live_storage_bytes(resident, ctx.device)
     if cfg.probes.memory:
-        live = [
-            *ctx.model.parameters(),
-            *(p.grad for p in ctx.model.parameters()),
-            *tensors(inputs),
-            labels,
-            *(t for state in ctx.optimizer.state.values() for t in state.values() if torch.is_tensor(t)),
-        ]
-        peak, method = peak_train_step_memory(lambda: train_step(ctx, inputs, labels), ctx.device, live)
+        ctx.optimizer.zero_grad(set_to_none=True)
+        held = training_step_tensors(ctx.model, ctx.optimizer, [*tensors(inputs), labels])
+        peak, method = peak_train_step_memory(lambda: train_step(ctx, inputs, labels), ctx.device, held, resident)
         fields.update(peak_mem_bytes=peak, peak_mem_method=method, peak_mem_batch_size=cfg.train.batch_size)
     eval_inputs = next(iter(data.val_batches(cfg.train.eval_batch_size)))[0]
     autocast = lambda: autocast_for(ctx.device, cfg.train)  # noqa: E731
@@ -378,13 +381,26 @@ def describe_device(device: torch.device) -> str:
 # --- command line -----------------------------------------------------------------------------------------
 
 
-def load_config_file(path: Path) -> dict:
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
+class ConfigFileError(ValueError):
+    """A trial config file that cannot be read as JSON or YAML; the message says where and why."""
 
-        return yaml.safe_load(text)
-    return json.loads(text)
+
+def load_config_file(path: Path) -> dict:
+    """The trial config in ``path`` (YAML for .yaml/.yml, else JSON), or :class:`ConfigFileError`."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read the trial config {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(
+            f"the trial config {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from exc
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        kind = "YAML" if path.suffix in (".yaml", ".yml") else "JSON"
+        raise ConfigFileError(f"the trial config {path} is not valid {kind}: {' '.join(str(exc).split())}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,7 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress on stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
-    config = load_config_file(args.config)
+    try:
+        config = load_config_file(args.config)
+    except ConfigFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.pdb:
         import pdb
 

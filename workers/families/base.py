@@ -171,6 +171,18 @@ def stage_heads_divide(spec: ModelSpec) -> list[SpecProblem]:
     return problems
 
 
+def call_float64(module: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
+    """``module(*inputs)`` computed in float64: the inputs and the module's floating-point parameters and
+    buffers are cast to float64 for this call only (the module itself keeps its dtype and weights). The κ
+    blocks form A with it from a layer's captured input, so A carries float64 rounding, not float32's."""
+    state = {
+        name: tensor.double() if tensor.is_floating_point() else tensor
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]
+    }
+    cast = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    return torch.func.functional_call(module, state, tuple(cast))
+
+
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """softmax(scale · Q Kᵀ) V over the last two dimensions: (…, N, d) inputs, (…, N, d_v) output."""
     return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v

@@ -10,7 +10,9 @@
   An image's window κ is the median over its windows.
 - kind ``channel`` (channel block): over all N = H·W tokens of the stage, attention runs across channels:
     W_i = softmax(K_iᵀ V_i / √d) ∈ R^{d×d}  (row softmax),   A_i = Q_i W_iᵀ ∈ R^{N×d},   A = [A_1 … A_h].
-Then median and max over images per layer, as for every family.
+Then median and max over images per layer, as for every family. A is computed in float64 from the layer's
+input and its weights cast to float64 (for the window kind, the block's positional convolution and norm
+that precede the attention are applied in float64 too).
 
 Shapes: the stages are ``stage_depths``, ``stage_heads`` and ``stage_dims`` (davit_base: (1, 1, 9, 1),
 (4, 8, 16, 32), (128, 256, 512, 1024)); ``swept_stage`` names the stage that depth, num_heads, embed_dim
@@ -31,6 +33,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    call_float64,
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
@@ -94,16 +97,17 @@ def window_blocks(block: SpatialBlock, x: torch.Tensor, n_images: int) -> list[t
 
     Repeats the block's steps up to its attention (positional conv, norm, zero padding to whole windows,
     partition), then keeps each window's real-token rows. Windows are grouped by how many real rows and
-    columns they have: a list of (B, windows in group, real tokens, C), one per group.
+    columns they have: a list of (B, windows in group, real tokens, C), one per group. float64 throughout.
     """
     attn, (win_h, win_w) = block.attn, block.window_size
     batch, channels, height, width = x.shape
-    tokens = block.norm1(block.cpe1(x).flatten(2).transpose(1, 2)).view(batch, height, width, channels)
+    tokens = call_float64(block.norm1, call_float64(block.cpe1, x).flatten(2).transpose(1, 2))
+    tokens = tokens.view(batch, height, width, channels)
     pad_h, pad_w = (-height) % win_h, (-width) % win_w
     tokens = F.pad(tokens, (0, 0, 0, pad_w, 0, pad_h))
     rows_of_windows, cols_of_windows = (height + pad_h) // win_h, (width + pad_w) // win_w
     windows = window_partition(tokens, (win_h, win_w)).view(-1, win_h * win_w, channels)
-    qkv = attn.qkv(windows).reshape(-1, win_h * win_w, 3, attn.num_heads, channels // attn.num_heads)
+    qkv = call_float64(attn.qkv, windows).reshape(-1, win_h * win_w, 3, attn.num_heads, channels // attn.num_heads)
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
     out = concat_heads(softmax_attention(q, k, v, attn.scale))
     out = out.view(batch, rows_of_windows, cols_of_windows, win_h, win_w, channels)
@@ -120,10 +124,10 @@ def window_blocks(block: SpatialBlock, x: torch.Tensor, n_images: int) -> list[t
 
 
 def channel_block(attn: ChannelAttention, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
-    """A of a ChannelAttention on its input (B, N, C): A_i = Q_i softmax(K_iᵀ V_i / √d)ᵀ; (B, 1, N, C)."""
+    """A of a ChannelAttention on its input (B, N, C): A_i = Q_i softmax(K_iᵀ V_i / √d)ᵀ; (B, 1, N, C), float64."""
     batch, n_tokens, width = tokens.shape
-    qkv = attn.qkv(tokens).reshape(batch, n_tokens, 3, attn.num_heads, width // attn.num_heads).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)  # (B, h, N, d)
+    qkv = call_float64(attn.qkv, tokens).reshape(batch, n_tokens, 3, attn.num_heads, width // attn.num_heads)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (B, h, N, d)
     weights = torch.softmax((k * attn.scale).transpose(-2, -1) @ v, dim=-1)  # (B, h, d, d)
     return concat_heads(q @ weights.transpose(-2, -1)).unsqueeze(1)
 

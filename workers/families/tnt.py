@@ -6,6 +6,7 @@
 - kind ``inner``, per block, per image and per patch, N = pixels per patch ((patch_size / 4)², as timm's
   stride-4 pixel embedding makes them), C = inner_dim, h = inner_heads: the same A over that patch's pixels.
   An image's inner κ is the median over its patches; then median and max over images as for every layer.
+A is computed in float64 from the layer's input and its weights cast to float64.
 
 Shapes: depth and num_heads (outer), embed_dim, mlp_dim (outer MLP; the inner MLP is 4 × inner_dim as in
 timm), inner_dim (default embed_dim // 16, as tnt_s and tnt_b) and inner_heads (default 4). head_dim is
@@ -23,6 +24,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    call_float64,
     common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
@@ -80,12 +82,12 @@ def tnt_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 def tnt_attention_block(attn: Attention, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
     """A = [A_1 … A_h] of a timm TNT ``Attention`` on its input (B', N, C): (n_images, B' / n_images, N, C).
 
-    For the outer attention B' is the number of images; for the inner one it is images × patches.
+    For the outer attention B' is the number of images; for the inner one it is images × patches. float64.
     """
     rows, n_tokens, _ = tokens.shape
-    qk = attn.qk(tokens).reshape(rows, n_tokens, 2, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k = qk.unbind(0)
-    v = attn.v(tokens).reshape(rows, n_tokens, attn.num_heads, -1).transpose(1, 2)  # (B', h, N, C / h)
+    qk = call_float64(attn.qk, tokens).reshape(rows, n_tokens, 2, attn.num_heads, attn.head_dim)
+    q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)
+    v = call_float64(attn.v, tokens).reshape(rows, n_tokens, attn.num_heads, -1).transpose(1, 2)  # (B', h, N, C/h)
     block = concat_heads(softmax_attention(q, k, v, attn.scale))
     return block.reshape(n_images, rows // n_images, n_tokens, block.shape[-1])
 

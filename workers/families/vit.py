@@ -3,6 +3,7 @@
 κ definition (kind ``self``), per block and per image with N = patches + class token:
     Q_i, K_i, V_i ∈ R^{N×d}   head i's query, key and value (after q/k norm where the layer has it)
     A_i = softmax(Q_i K_iᵀ / √d) V_i,  A = [A_1 … A_h] ∈ R^{N×h·d}   (before the output projection)
+A is computed in float64 from the layer's input (as the model computed it) and its weights cast to float64.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, common_timm_kwargs, concat_heads, softmax_attention
+from workers.families.base import (
+    Family,
+    KappaLayer,
+    call_float64,
+    common_timm_kwargs,
+    concat_heads,
+    softmax_attention,
+)
 
 
 def fixed_head_dim_attention(head_dim: int) -> type[Attention]:
@@ -72,12 +80,13 @@ def vit_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 def self_attention_block(attn: Attention, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
     """A = [A_1 … A_h], A_i = softmax(Q_i K_iᵀ / √d) V_i, for a timm ``Attention`` on its input (B, N, C).
 
-    Returns (B, 1, N, h·d). q/k norms are applied as the layer applies them.
+    Returns (B, 1, N, h·d), float64. q/k norms are applied as the layer applies them, in float64 too.
     """
     batch, n_tokens, _ = tokens.shape
-    qkv = attn.qkv(tokens).reshape(batch, n_tokens, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)
-    heads = softmax_attention(attn.q_norm(q), attn.k_norm(k), v, attn.scale)  # (B, h, N, d)
+    qkv = call_float64(attn.qkv, tokens).reshape(batch, n_tokens, 3, attn.num_heads, attn.head_dim)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    q, k = call_float64(attn.q_norm, q), call_float64(attn.k_norm, k)
+    heads = softmax_attention(q, k, v, attn.scale)  # (B, h, N, d)
     return concat_heads(heads).unsqueeze(1)
 
 

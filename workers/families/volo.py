@@ -7,6 +7,7 @@
   back onto the map, summing where neighbourhoods overlap. A_i ∈ R^{N×d}, N = H·W, is head i's folded
   output and A = [A_1 … A_h] ∈ R^{N×C} is the layer's output before its projection.
 - kind ``self`` (stages 2 to 4): N = H·W tokens, A_i = softmax(Q_i K_iᵀ / √d) V_i, A = [A_1 … A_h].
+A is computed in float64 from the layer's input and its weights cast to float64.
 The two class-attention layers at the end are not probed (one query row: κ is 1 by construction); their
 parameters count as attention.
 
@@ -32,6 +33,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    call_float64,
     common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
@@ -99,14 +101,17 @@ def volo_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def outlook_block(attn: OutlookAttention, x: torch.Tensor, n_images: int) -> torch.Tensor:
-    """A of an OutlookAttention on its input (B, H, W, C), as the module docstring defines: (B, 1, H·W, C)."""
+    """A of an OutlookAttention on its input (B, H, W, C), as the module docstring defines, in float64:
+    (B, 1, H·W, C)."""
     batch, height, width, channels = x.shape
+    x = x.double()
     kk = attn.kernel_size * attn.kernel_size
     h_out, w_out = math.ceil(height / attn.stride), math.ceil(width / attn.stride)
-    v = attn.unfold(attn.v(x).permute(0, 3, 1, 2))  # (B, C·K², positions)
+    v = attn.unfold(call_float64(attn.v, x).permute(0, 3, 1, 2))  # (B, C·K², positions)
     v = v.reshape(batch, attn.num_heads, channels // attn.num_heads, kk, h_out * w_out).permute(0, 1, 4, 3, 2)
     pooled = attn.pool(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
-    logits = attn.attn(pooled).reshape(batch, h_out * w_out, attn.num_heads, kk, kk).permute(0, 2, 1, 3, 4)
+    logits = call_float64(attn.attn, pooled).reshape(batch, h_out * w_out, attn.num_heads, kk, kk)
+    logits = logits.permute(0, 2, 1, 3, 4)
     weights = torch.softmax(logits * attn.scale, dim=-1)  # (B, h, positions, K², K²)
     spread = (weights @ v).permute(0, 1, 4, 3, 2).reshape(batch, channels * kk, h_out * w_out)
     folded = F.fold(
@@ -116,12 +121,12 @@ def outlook_block(attn: OutlookAttention, x: torch.Tensor, n_images: int) -> tor
 
 
 def volo_self_block(attn: VoloAttention, x: torch.Tensor, n_images: int) -> torch.Tensor:
-    """A = [A_1 … A_h] of a VOLO ``Attention`` on its input (B, H, W, C): (B, 1, H·W, C)."""
+    """A = [A_1 … A_h] of a VOLO ``Attention`` on its input (B, H, W, C): (B, 1, H·W, C), float64."""
     batch, height, width, channels = x.shape
     tokens = height * width
     head_dim = channels // attn.num_heads
-    qkv = attn.qkv(x).reshape(batch, tokens, 3, attn.num_heads, head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)
+    qkv = call_float64(attn.qkv, x).reshape(batch, tokens, 3, attn.num_heads, head_dim)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
     return concat_heads(softmax_attention(q, k, v, attn.scale)).unsqueeze(1)
 
 

@@ -6,6 +6,7 @@ in the two class-attention layers at the end):
     Q̂_i, K̂_i                  Q_i, K_i with each column scaled to unit L2 norm over the N tokens
     W_i = softmax(τ_i · Q̂_iᵀ K̂_i) ∈ R^{d×d}   (row softmax; τ_i the head's learned temperature)
     A_i = (W_i V_iᵀ)ᵀ = V_i W_iᵀ ∈ R^{N×d},   A = [A_1 … A_h] ∈ R^{N×C}   (before the output projection)
+A is computed in float64 from the layer's input and its weights (and temperatures) cast to float64.
 The class-attention layers are not probed: only the class token queries there, so their block is one
 row and its κ is 1 by construction. Their parameters still count as attention.
 
@@ -27,6 +28,7 @@ from workers.families.base import (
     Family,
     KappaLayer,
     SpecProblem,
+    call_float64,
     common_timm_kwargs,
     concat_heads,
     derived_head_dim_only,
@@ -71,13 +73,15 @@ def xcit_mlp_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def xca_block(attn: XCA, tokens: torch.Tensor, n_images: int) -> torch.Tensor:
-    """A = [A_1 … A_h] of an XCA layer on its input (B, N, C), as the module docstring defines: (B, 1, N, C)."""
+    """A = [A_1 … A_h] of an XCA layer on its input (B, N, C), as the module docstring defines, in float64:
+    (B, 1, N, C)."""
     batch, n_tokens, width = tokens.shape
     head_dim = width // attn.num_heads
-    qkv = attn.qkv(tokens).reshape(batch, n_tokens, 3, attn.num_heads, head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)  # (B, h, N, d)
+    qkv = call_float64(attn.qkv, tokens).reshape(batch, n_tokens, 3, attn.num_heads, head_dim)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (B, h, N, d)
     q_hat, k_hat = F.normalize(q, dim=-2), F.normalize(k, dim=-2)  # unit columns over the N tokens
-    weights = torch.softmax(q_hat.transpose(-2, -1) @ k_hat * attn.temperature, dim=-1)  # (B, h, d, d)
+    temperature = attn.temperature.double()  # (h, 1, 1)
+    weights = torch.softmax(q_hat.transpose(-2, -1) @ k_hat * temperature, dim=-1)  # (B, h, d, d)
     heads = v @ weights.transpose(-2, -1)  # (B, h, N, d)
     return concat_heads(heads).unsqueeze(1)
 

@@ -14,9 +14,13 @@ medians, and ``kappa_max`` the max over layers of the per-layer maxima. The ``at
 layer's row says which kind it is, so one kind can be averaged alone in SQL.
 
 The probe recomputes A from the layer's q, k and v rather than reading attention weights, because fused
-attention (SDPA) never materialises them. Singular values are computed in float64; the sequence families
-also form A itself in float64 from the layer's input and weights. For token sequences N is each
-sample's real length: padding rows are dropped.
+attention (SDPA) never materialises them. Every family forms A itself in float64, from the layer's input
+as the model computed it (captured here in the model's precision, then cast to float64) and the layer's
+weights cast to float64 (norms and convolutions the block applies before its attention too); the singular
+values are then computed in float64. So κ carries float64 rounding only (relative error ~κ · 1e-16): a
+float32 A is off by roughly κ · 1e-9 … 1e-8 relative (1e-4 … 1e-3 at κ ≈ 1e5, percent level at 1e6 – 1e7,
+tests/test_measurement.py), and past κ ≈ 1e8 it measures float32's noise floor, not A.
+For token sequences N is each sample's real length: padding rows are dropped.
 """
 
 from __future__ import annotations

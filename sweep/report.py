@@ -186,12 +186,15 @@ def answer_paragraph(headline: Headline, verdicts: list[dict], space: str, profi
     open_ = len(judged) - len(holds) - len(breaks)
     sentences = [
         f"Of {len(judged)} configs judged against the baseline on {headline.label} (tolerance {headline.tolerance} "
-        f"{headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; {open_} are open."
+        f"{headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; {open_} "
+        f"{'is' if open_ == 1 else 'are'} open."
     ]
     if holds:
         lean = min(holds, key=lambda v: (v["params"] or 0, v["depth"]))
         change = lean["delta_params_pct"] or 0.0
-        size = f"{abs(change):.0f}% {'fewer' if change <= 0 else 'more'} parameters than the baseline"
+        size = f"{abs(change):.0f}% {'fewer' if change < 0 else 'more'} parameters than the baseline"
+        if abs(change) < 0.5:
+            size = "as many parameters as the baseline"
         sentences.append(f"The leanest that holds is {shape_words(lean)}: {describe_verdict(lean)}, with {size}.")
     for depth in sorted({v["depth"] for v in breaks}):
         at_depth = [v for v in judged if v["depth"] == depth]

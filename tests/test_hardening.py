@@ -35,7 +35,7 @@ from sweep.space import load_space
 from sweep.sql import run_query
 
 ROOT = Path(__file__).resolve().parent.parent
-FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # A valid trials row as CSV text, every cell a string: the fuzzers start here and break it.
 GOOD = {

@@ -164,7 +164,18 @@ FROM spaces GROUP BY space;
 -- configs: one row per (space, config, headline metric): the score (the metric's value, in its units)
 -- over seeds that finished, with the costs beside it. top1_mean: top-1 too, where the trials have it.
 -- train_s_per_sample: the mean over finished seeds of 1 / train_samples_per_s (seconds per training sample).
+-- A seed that finished more than once (the same config and seed run again, e.g. with --fresh) counts once,
+-- by its latest row (finished_at, then trial_id), so n_seeds and every mean and sd describe the same seeds;
+-- rows that did not finish are all counted in n_failed.
 CREATE OR REPLACE VIEW configs AS
+WITH one_row_per_seed AS (
+    SELECT * FROM trials WHERE status = 'ok'
+    QUALIFY row_number() OVER (
+        PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
+    ) = 1
+    UNION ALL BY NAME
+    SELECT * FROM trials WHERE status IS DISTINCT FROM 'ok'
+)
 SELECT
     space,
     config_id,
@@ -196,7 +207,7 @@ SELECT
     max(kappa_max) FILTER (WHERE status = 'ok') AS kappa_max,
     -- seconds of training per sample: 1 / train_samples_per_s of each finished seed, averaged over them
     avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
-FROM trials
+FROM one_row_per_seed
 GROUP BY space, config_id, metric;
 
 -- variance_check: may the configs of a space (per headline metric and model family) share one residual

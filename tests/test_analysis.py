@@ -234,3 +234,33 @@ def test_pareto_equals_the_pairwise_definition(tmp_path):
                  and (b["top1"] > a["top1"] or b["params"] < a["params"])}  # fmt: skip
     expected = {r["config_id"] for r in rows} - dominated
     assert {p["config_id"] for p in query(results, "FROM pareto")} == expected
+
+
+def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
+    """configs: the same (config, seed) finished in two sweeps is one seed, its latest row; n_seeds, the mean
+    and the sd all describe the same seeds (a failed rerun of a seed counts only as a failure)."""
+    import statistics
+    from datetime import datetime, timezone
+
+    import pyarrow.parquet as pq
+
+    from sweep.schema import table_from_rows
+
+    def write(sweep, seed, score, finished_hour, status="ok"):
+        row = {"schema_version": 2, "space": "dup", "sweep_id": sweep, "trial_id": f"{sweep}-{seed}",
+               "config_id": "c", "seed": seed, "is_baseline": True, "family": "vit", "depth": 2, "num_heads": 2,
+               "head_dim": 8, "embed_dim": 16, "mlp_dim": 32, "status": status, "metric": "top1",
+               "metric_mode": "max", "score": score, "top1": score,
+               "finished_at": datetime(2026, 1, 1, finished_hour, tzinfo=timezone.utc)}  # fmt: skip
+        path = tmp_path / "results" / "trials" / "dup" / sweep / f"{sweep}-{seed}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table_from_rows("trials", [row]), path)
+
+    write("sweep-1", 0, 90.0, 1)
+    write("sweep-1", 1, 85.0, 1)
+    write("sweep-2", 0, 80.0, 2)  # seed 0 again, later: this row is the one that counts
+    write("sweep-3", 1, None, 3, status="error")
+    (row,) = query(tmp_path / "results", "SELECT n_seeds, n_failed, score_mean, score_sd FROM configs")
+    assert row["n_seeds"] == 2 and row["n_failed"] == 1
+    assert row["score_mean"] == pytest.approx(82.5)
+    assert row["score_sd"] == pytest.approx(statistics.stdev([80.0, 85.0]))

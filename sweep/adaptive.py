@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.plan import Plan, PlannedConfig
-from sweep.rerun import RECORDED_STATUSES, Missing
+from sweep.rerun import Missing
 from sweep.sql import connect
+from workers.vocabulary import RECORDED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class OpenVerdict:
 
 
 def recorded_seeds(results_dir: Path, space: str) -> dict[str, set[int]]:
-    """Seeds with a recorded outcome, per config_id (``sweep.rerun.RECORDED_STATUSES``)."""
+    """Seeds with a recorded outcome, per config_id (``workers.vocabulary.RECORDED_STATUSES``)."""
     statuses = ", ".join(f"'{s}'" for s in RECORDED_STATUSES)
     rows = connect(results_dir).execute(
         f"SELECT config_id, list(DISTINCT seed) FROM trials WHERE space = ? AND status IN ({statuses}) GROUP BY 1",

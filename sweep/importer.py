@@ -41,10 +41,10 @@ from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.sink import record_space, write_atomic
 from sweep.space import load_space, shipped_spaces
 from sweep.sql import run_query
+from workers.vocabulary import SHAPE_KEYS, STATUSES
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
-SHAPE_INTS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim")
-STATUSES = ("ok", "diverged", "oom", "error", "pruned")
+SHAPE_INTS = (*SHAPE_KEYS, "attn_dim")
 PERCENT_COLUMNS = ("top1", "top5", "accuracy")
 # Counts, sizes, rates and durations: never negative (the shape columns and params must be >= 1, below).
 NON_NEGATIVE = (
@@ -53,7 +53,7 @@ NON_NEGATIVE = (
     "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
     "kappa_probe_s", "finetune_s", "resident_data_bytes",
 )  # fmt: skip
-SHAPE_KEY = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "family")  # as sweep.plan.Shape.key()
+SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.plan.Shape.key()
 SPACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # it names a folder under results/<table>/
 INT_BITS = {pa.int32(): 32, pa.int64(): 64}
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")

@@ -5,7 +5,6 @@ trial's worker config as plain data."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import itertools
 import json
@@ -20,8 +19,10 @@ from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.params import count_params
+from workers.vocabulary import SHAPE_KEYS, did_you_mean
 
-SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
+# The axes every space must give values; head_dim may instead follow from a head_dim rule.
+VALUED_AXES = tuple(name for name in SHAPE_KEYS if name != "head_dim")
 # Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
 # does not change because other families exist. (seq_len and vocab_size come from the data instead.)
 FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim" and name not in DATA_DERIVED_FIELDS)
@@ -50,7 +51,7 @@ class Shape:
         return self.num_heads * self.head_dim
 
     def key(self) -> tuple:
-        return (self.depth, self.num_heads, self.head_dim, self.embed_dim, self.mlp_dim, self.family)
+        return (*(getattr(self, name) for name in SHAPE_KEYS), self.family)
 
     def as_dict(self) -> dict:
         return {
@@ -153,7 +154,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
     with the reason. A shape reached by both rules is kept once."""
     kept: dict[tuple, Shape] = {}
     removed: list[Removed] = []
-    axes = {name: space.axis_values(name) for name in ("depth", "num_heads", "embed_dim", "mlp_dim")}
+    axes = {name: space.axis_values(name) for name in VALUED_AXES}
     for rule in space.head_dim_rule:
         head_dims = space.axis_values("head_dim") if rule == "fixed_head_dim" else [None]
         for family, depth, heads, width, mlp, head_dim in itertools.product(
@@ -370,7 +371,7 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
 
     family_problems = family_list_issues(space, file)
     issues += family_problems
-    for name in ("depth", "num_heads", "embed_dim", "mlp_dim"):
+    for name in VALUED_AXES:
         if not space.axis_values(name):
             add(
                 f"axes.{name}",
@@ -432,8 +433,7 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
     path = "axes.family" if space.axes.family else "model.family"
     for name in dict.fromkeys([space.model.family, *space.families()]):
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=2, cutoff=0.5)
-            hint = (f"did you mean {', '.join(close)}? " if close else "") + f"known: {', '.join(known)}"
+            hint = did_you_mean(name, known, n=2) + f"known: {', '.join(known)}"
             issues.append(ConfigIssue(file, path, "must be a registered model family", name, hint))
     if issues:
         return issues
@@ -472,8 +472,7 @@ def metric_issues(space: Space, file: str) -> list[ConfigIssue]:
     """The headline metric is one the data set reports, judged in its own direction, with a tolerance."""
     metric, reported = space.metric, reported_headline_metrics(space)
     if metric.name not in reported:
-        close = difflib.get_close_matches(metric.name, reported, n=2, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
+        hint = did_you_mean(metric.name, reported, n=2)
         return [
             ConfigIssue(
                 file,
@@ -517,15 +516,13 @@ def search_issues(space: Space, file: str) -> list[ConfigIssue]:
     for index, objective in enumerate(objectives):
         issues += unreported_issue(space, file, f"search.objectives[{index}].metric", objective.metric)
         if objective.metric not in REPORTED_METRICS:
-            close = difflib.get_close_matches(objective.metric, REPORTED_METRICS, n=2, cutoff=0.5)
             issues.append(
                 ConfigIssue(
                     file,
                     f"search.objectives[{index}].metric",
                     "no trial reports this metric",
                     objective.metric,
-                    (f"did you mean {', '.join(close)}? " if close else "")
-                    + f"reported: {', '.join(REPORTED_METRICS)}",
+                    did_you_mean(objective.metric, REPORTED_METRICS, n=2) + f"reported: {', '.join(REPORTED_METRICS)}",
                 )
             )
     if space.scheduler.kind == "asha":

@@ -19,8 +19,8 @@ from pathlib import Path
 from sweep.errors import SweepError
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
+from workers.vocabulary import RECORDED_STATUSES
 
-RECORDED_STATUSES = ("ok", "diverged", "oom", "pruned")
 SELECTIONS = ("all", "near-break", "pareto", "top-k")
 
 

@@ -22,6 +22,7 @@ from ray import tune
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
 from sweep.schema import GLUE_TASK_NAMES, SCHEMA_VERSION, TABLES, table_from_rows
+from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
 
@@ -195,14 +196,14 @@ class ParquetSink(tune.Callback):
         if record is not None:
             self._write(trial, record["status"], record.get("error"))
         else:  # ended without a final record: a scheduler stopped it
-            self._write(trial, "pruned", "stopped early by the scheduler")
+            self._write(trial, TrialStatus.PRUNED.value, "stopped early by the scheduler")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         record = self._records.get(trial.trial_id)
         if record is not None:  # the trial finished its work and failed afterwards: keep what it measured
             self._write(trial, record["status"], record.get("error"))
         else:
-            self._write(trial, "error", error_message(trial))
+            self._write(trial, TrialStatus.ERROR.value, error_message(trial))
 
     def _write(self, trial, status: str, error: str | None) -> None:
         if trial.trial_id in self.written:

@@ -23,12 +23,13 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sweep.errors import DataUnavailableError
 from sweep.metrics import record_key
-from sweep.plan import SHAPE_KEYS, Plan, PlannedConfig, trial_payload
+from sweep.plan import Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Space
 from workers.data import DataNotFoundError, load_arrays, require_local_data
 from workers.trial import run_trial
+from workers.vocabulary import SHAPE_KEYS, TrialStatus
 
 log = logging.getLogger("sweep.tuner")
 
@@ -162,7 +163,7 @@ class OptunaSearchFailuresAsFailed(OptunaSearch):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
         metrics = [self.metric] if isinstance(self.metric, str) else self.metric
-        failed = result and result.get("status") not in (None, "ok")
+        failed = result and result.get("status") not in (None, TrialStatus.OK)
         incomplete = result and any(result.get(name) is None for name in metrics)
         if failed or incomplete:
             return super().on_trial_complete(trial_id, None, error=True)

@@ -347,7 +347,7 @@ def test_missing_files_name_the_path_layout_and_settings(tmp_path):
 
 
 def test_unknown_task_and_split(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown GLUE task 'sst-2' \(did you mean sst2") as caught:
+    with pytest.raises(ValueError, match=r"unknown GLUE task 'sst-2'; did you mean sst2") as caught:
         read_glue_split(tmp_path, "sst-2", "train")
     assert "known tasks: cola, sst2, mrpc" in str(caught.value)
     with pytest.raises(ValueError, match="split must be one of"):

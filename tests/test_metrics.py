@@ -385,3 +385,17 @@ def test_each_epoch_reports_every_held_out_metric_under_its_record_name():
     assert epoch_metrics(vision) == {"top1": 90.0, "top5": 99.0, "val_loss": 0.3}
     sequence = {"epoch": 1, "val_accuracy": 61.0, "val_loss": 0.7, "kappa_mean": 5.0}
     assert epoch_metrics(sequence) == {"accuracy": 61.0, "val_loss": 0.7, "kappa_mean": 5.0}
+
+
+def test_the_analysis_default_tolerance_is_the_registrys(tmp_path):
+    """A space that names no tolerance is judged at sweep.metrics.DEFAULT_TOLERANCE by the SQL views and by
+    the report alike: views.sql's fallback is the same number as the registry's (one default, two languages)."""
+    from sweep.metrics import DEFAULT_TOLERANCE, METRICS
+
+    rows = [trial_row("untold", d, h, seed, 80.0) for (d, h) in ((4, 4), (2, 4)) for seed in range(2)]
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "untold.csv", rows), results)
+    record_space(results, "untold", "sweep-1", None, "?", "top1", "max", None)
+    [row] = query(results, "SELECT DISTINCT tol FROM space_tolerance_at(NULL) WHERE space = 'untold'")
+    assert row["tol"] == DEFAULT_TOLERANCE
+    assert all(info.default_tolerance in (None, DEFAULT_TOLERANCE) for info in METRICS.values())

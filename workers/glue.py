@@ -47,7 +47,6 @@ grammar, for masked-LM pretraining; :func:`write_generated_glue` writes the task
 from __future__ import annotations
 
 import csv
-import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ from typing import Literal
 import numpy as np
 
 from workers.listops import _atomic_file
+from workers.vocabulary import did_you_mean
 
 __all__ = [
     "GLUE_ROOT_ENV",
@@ -186,9 +186,8 @@ def get_task(name: str) -> GlueTask:
     task = GLUE_TASKS.get(name)
     if task is not None:
         return task
-    close = difflib.get_close_matches(str(name), list(GLUE_TASKS), n=3, cutoff=0.5)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise ValueError(f"unknown GLUE task {name!r}{hint}; known tasks: {', '.join(GLUE_TASKS)}")
+    hint = did_you_mean(name, GLUE_TASKS)
+    raise ValueError(f"unknown GLUE task {name!r}; {hint}known tasks: {', '.join(GLUE_TASKS)}")
 
 
 # --- reading ---------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ so search spaces can start from it and tests can compare it with timm's own mode
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 
 import torch
@@ -25,6 +24,7 @@ from workers.families.tnt import TNT_FAMILY
 from workers.families.vit import DEIT, VIT
 from workers.families.volo import VOLO_FAMILY
 from workers.families.xcit import XCIT
+from workers.vocabulary import did_you_mean
 
 __all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "build_model", "get_family"]
 
@@ -71,8 +71,7 @@ def get_family(name: str) -> Family:
     try:
         return FAMILIES[name]
     except KeyError:
-        close = difflib.get_close_matches(name, FAMILIES, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
+        hint = did_you_mean(name, FAMILIES)
         raise ModelConfigError(
             f"unknown model family {name!r}; {hint}known families: {', '.join(sorted(FAMILIES))}"
         ) from None
@@ -81,8 +80,7 @@ def get_family(name: str) -> Family:
 def variant_spec(name: str, **overrides) -> ModelSpec:
     """A ModelSpec for the named variant, with ``overrides`` applied (e.g. ``depth=6``)."""
     if name not in VARIANTS:
-        close = difflib.get_close_matches(name, VARIANTS, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
+        hint = did_you_mean(name, VARIANTS)
         raise ModelConfigError(f"unknown variant {name!r}; {hint}known: {', '.join(sorted(VARIANTS))}")
     return ModelSpec(**{**VARIANTS[name], **overrides})
 

@@ -29,6 +29,7 @@ import torch
 from workers.batch import batch_size, head, tensors, tokens_per_sample
 from workers.config import ModelSpec, TrialConfig
 from workers.data import ArraySplits, DataMeta, open_batches
+from workers.distributed import DataParallel, Rank
 from workers.finetune import finetune_glue, glue_fields
 from workers.models import build_model, get_family, num_tokens
 from workers.probes.flops import forward_flops_per_sample
@@ -48,10 +49,9 @@ from workers.train import (
     train_one_epoch,
     train_step,
 )
+from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("workers.trial")
-
-STATUSES = ("ok", "diverged", "oom", "error", "pruned")
 
 # Called after every epoch with the epoch's row, its κ rows, and a function that returns the trial's
 # resumable state (model, optimiser, schedule, RNGs, record so far) for a checkpoint. Ray's adapter
@@ -85,10 +85,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def classify_failure(exc: BaseException) -> str:
     if isinstance(exc, DivergedError):
-        return "diverged"
+        return TrialStatus.DIVERGED.value
     if is_out_of_memory(exc):
-        return "oom"
-    return "error"
+        return TrialStatus.OOM.value
+    return TrialStatus.ERROR.value
 
 
 def run_trial(
@@ -97,24 +97,27 @@ def run_trial(
     on_epoch: EpochCallback | None = None,
     catch: bool = True,
     resume_from: dict | None = None,
+    rank: Rank | None = None,
 ) -> dict:
     """Run one trial from a plain ``config`` dict (a :class:`TrialConfig`) and return its record.
 
     ``arrays``: in-memory data the caller already loaded (the sweep shares it through Ray's object
     store); None loads it here. ``catch=False`` lets exceptions propagate (for pdb). ``resume_from``:
     a state an earlier attempt handed to ``on_epoch`` (a checkpoint): training continues after that
-    epoch with the same weights, optimiser, schedule and random streams.
+    epoch with the same weights, optimiser, schedule and random streams. ``rank``: this process's place
+    in a data-parallel trial (``workers/distributed.py``, which defines such a trial's numbers); None:
+    one worker.
     """
     record = TrialRecord()
     started = time.perf_counter()
-    record.fields.update(status="error", error=None, started_at=utc_now())
+    record.fields.update(status=TrialStatus.ERROR.value, error=None, started_at=utc_now())
     if resume_from is not None:
         record.fields.update(resume_from["record"]["fields"])
         record.epochs, record.kappa = list(resume_from["record"]["epochs"]), list(resume_from["record"]["kappa"])
         started -= resume_from["loop"]["elapsed_s"]  # wall_s counts the earlier attempts' time too
     try:
-        execute(TrialConfig.model_validate(config), arrays, on_epoch, record, resume_from, started)
-        record.fields["status"] = "ok"
+        execute(TrialConfig.model_validate(config), arrays, on_epoch, record, resume_from, started, rank)
+        record.fields["status"] = TrialStatus.OK.value
     except Exception as exc:
         if not catch:
             raise
@@ -136,10 +139,13 @@ def execute(
     record: TrialRecord,
     resume_from: dict | None = None,
     started: float | None = None,
+    rank: Rank | None = None,
 ):
     """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
     fields = record.fields
-    device = resolve_device(cfg.device)
+    device = rank.device if rank is not None and rank.device is not None else resolve_device(cfg.device)
+    if device.type == "cuda" and rank is not None:
+        torch.cuda.set_device(device)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     fields.update(
@@ -147,6 +153,7 @@ def execute(
         device=describe_device(device),
         torch_version=torch.__version__,
         timm_version=timm.__version__,
+        workers_per_trial=rank.world_size if rank is not None else 1,
     )
     seed_everything(cfg.seed, cfg.train.deterministic)
 
@@ -166,6 +173,9 @@ def execute(
 
     model = build_model(spec).to(device)
     fields.update(param_breakdown(spec, model))
+    parallel = DataParallel(rank, model, data, record, cfg.train.batch_size) if rank is not None else None
+    if parallel is not None:  # train on this rank's share through DDP; report merged epochs from rank 0
+        data, on_epoch = parallel.data, parallel.epoch_hook(on_epoch)
     steps_per_epoch = data.steps_per_epoch(cfg.train.batch_size)
     if steps_per_epoch == 0:
         raise ValueError(f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images")
@@ -176,6 +186,10 @@ def execute(
     if resume_from is not None:
         loop = restore_state(resume_from, ctx, generator, loop.started)
     train_loop(cfg, spec, ctx, data, on_epoch, record, loop, generator)
+    if parallel is not None:  # what follows is rank 0's alone, on the plain model and one worker's batch
+        if not parallel.finish():
+            return
+        cfg, data = parallel.per_worker(cfg), parallel.source
     if get_family(spec.family).modality == "masked_lm":  # pretrained: now fine-tune and score on GLUE
         fields.update(glue_fields(finetune_glue(ctx.model, data, cfg.train.finetune, cfg.train, device, cfg.seed)))
     measure_after_training(cfg, ctx, data, record)
@@ -430,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text)
-    return 0 if record["status"] == "ok" else 1
+    return 0 if record["status"] == TrialStatus.OK else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+"""The sweep driver: decides what to run and records what happened.
+
+The few names a script needs, importable from ``sweep`` itself::
+
+    from sweep import load_space, make_plan, run_sweep, run_query
+
+    name, space, profile = load_space("mqar_recall")
+    outcome = run_sweep(make_plan(name, space, profile), Path("results"), name)
+    columns, rows = run_query(Path("results"), "SELECT * FROM depth_edge")
+
+They load on first use, so ``import sweep.errors`` (or the CLI's ``--help``) does not start Ray or torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_FACADE = {
+    "load_space": "sweep.space",
+    "shipped_spaces": "sweep.space",
+    "make_plan": "sweep.plan",
+    "run_sweep": "sweep.tuner",
+    "run_query": "sweep.sql",
+    "connect": "sweep.sql",
+    "write_report": "sweep.report",
+    "import_file": "sweep.importer",
+    "SweepError": "sweep.errors",
+    "SpaceError": "sweep.errors",
+}
+
+__all__ = sorted(_FACADE)
+
+
+def __getattr__(name: str):
+    if name not in _FACADE:
+        raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+    return getattr(importlib.import_module(_FACADE[name]), name)

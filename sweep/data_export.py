@@ -14,17 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from sweep.errors import SweepError
+from sweep.errors import DataExportError
 from workers import listops
 
 PROGRESS_FROM_ROWS = 5000  # show progress on stderr when at least this many rows are generated
 LRA_TRAIN_PER_HELD_OUT = 48  # LRA: 96,000 training rows, 2,000 val and 2,000 test
-
-
-class DataExportError(SweepError):
-    """Bad export options or an unwritable folder."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.errors import SweepError
+from sweep.errors import DoctorError
 from sweep.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
 from sweep.sql import footer_problem
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
-# Columns of version-1 files that version 2 dropped; read by results/views.sql, so not problems.
+# Columns of version-1 files that version 2 dropped; read by sweep/views.sql, so not problems.
 VERSION_1_COLUMNS = {"spaces": {"tolerance_top1": pa.float64()}}
 KEY_COLUMNS = {
     **{table: [name for name, _ in TRIAL_KEY] for table in ("trials", "epochs", "kappa")},
@@ -38,10 +38,6 @@ KEY_COLUMNS = {
 RECENT_S = 300  # a temporary younger than this may belong to a sweep writing right now: reported, not moved
 NOTES_SHOWN = 20
 DUPLICATE_COLUMNS = ("space", "config_id", "seed", "sweep_id", "status")
-
-
-class DoctorError(SweepError):
-    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -67,4 +67,28 @@ class QueryError(SweepError):
     exit_code = 2
 
 
+class ImportRejected(SweepError):
+    """``sweep import``: the file was rejected whole (nothing written); the message lists every bad row."""
+
+    exit_code = 2
+
+
+class DataExportError(SweepError):
+    """``sweep data``: bad export options or an unwritable folder."""
+
+    exit_code = 2
+
+
+class DoctorError(SweepError):
+    """``sweep doctor``: the results folder cannot be checked (it does not exist, or is not a folder)."""
+
+    exit_code = 2
+
+
+class SweepLocked(SweepError):
+    """Another ``sweep run``/``rerun`` of the same space holds the results folder's lock."""
+
+    exit_code = 3
+
+
 MISSING = _MISSING

@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.errors import ResultsError, SpaceError, SweepError
+from sweep.errors import ImportRejected, ResultsError, SpaceError
 from sweep.metrics import DEFAULT_METRIC, METRICS, PERCENT_METRICS, direction_words, natural_mode
 from sweep.plan import enumerate_shapes, resolve_baseline
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
@@ -104,12 +104,6 @@ class ShippedSettings:
             except SpaceError as exc:  # an unknown profile (a shipped file itself is valid: a test holds it)
                 self.cache[key] = f"profile: shipped space {space!r} cannot be loaded with it: {exc.issues[-1]}"
         return self.cache[key]
-
-
-class ImportRejected(SweepError):
-    """The file was rejected whole; the message lists every bad row."""
-
-    exit_code = 2
 
 
 def read_rows(path: Path) -> tuple[list[str], list[dict | str]]:

@@ -16,16 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.errors import SweepError
+from sweep.errors import SweepError, SweepLocked
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
 from workers.vocabulary import RECORDED_STATUSES
 
 SELECTIONS = ("all", "near-break", "pareto", "top-k")
-
-
-class SweepLocked(SweepError):
-    exit_code = 3
 
 
 @dataclass(frozen=True)

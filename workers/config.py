@@ -159,6 +159,22 @@ class ListOpsSpec(StrictModel):
         return ListOpsOptions(self.max_depth, self.max_args, self.min_length, self.max_length)
 
 
+def check_mqar(vocab_size: int, num_kv_pairs: int, seq_len: int) -> None:
+    """``ValueError`` stating the rule and the values when MQAR sequences of this shape cannot be built."""
+    if seq_len % 2:
+        raise ValueError(f"mqar: seq_len must be even (Zoology's rule), but got (seq_len={seq_len})")
+    if 4 * num_kv_pairs > seq_len:
+        raise ValueError(
+            "mqar: 4 * num_kv_pairs <= seq_len must hold (the context of 2k tokens and k query slots, 2 tokens "
+            f"apart, must fit), but got (num_kv_pairs={num_kv_pairs}, seq_len={seq_len})"
+        )
+    if num_kv_pairs > vocab_size // 2 - 1:
+        raise ValueError(
+            "mqar: num_kv_pairs <= vocab_size // 2 - 1 must hold (distinct keys from 1 … vocab_size//2 - 1), "
+            f"but got (num_kv_pairs={num_kv_pairs}, vocab_size={vocab_size})"
+        )
+
+
 class MQARSpec(StrictModel):
     """Multi-query associative recall (Arora et al. 2023, Zoology), generated here (``workers/lm_data.py``
     defines a sequence and its scored positions). The defaults are Zoology's except ``vocab_size`` (Zoology:
@@ -358,8 +374,6 @@ class DataSpec(StrictModel):
                     f"(name={self.name!r}, eval_split={self.eval_split!r})"
                 )
             if self.name == "mqar":
-                from workers.lm_data import check_mqar
-
                 options = self.mqar or MQARSpec()
                 check_mqar(options.vocab_size, options.num_kv_pairs, self.seq_len)
             return self

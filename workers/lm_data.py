@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workers.config import MQAR_DEFAULT_VOCAB_SIZE, TEXT_DEFAULT_VOCAB_SIZE, DataSpec, MQARSpec, TextSpec
+from workers.config import MQAR_DEFAULT_VOCAB_SIZE, TEXT_DEFAULT_VOCAB_SIZE, DataSpec, MQARSpec, TextSpec, check_mqar
 from workers.listops import CACHE_DIR_ENV, DEFAULT_CACHE_ROOT, _atomic_file
 
 if TYPE_CHECKING:
@@ -129,22 +129,6 @@ def smallest_uint(vocab_size: int) -> np.dtype:
         if vocab_size - 1 <= np.iinfo(dtype).max:
             return np.dtype(dtype)
     return np.dtype(np.uint64)
-
-
-def check_mqar(vocab_size: int, num_kv_pairs: int, seq_len: int) -> None:
-    """``ValueError`` stating the rule and the values when MQAR sequences of this shape cannot be built."""
-    if seq_len % 2:
-        raise ValueError(f"mqar: seq_len must be even (Zoology's rule), but got (seq_len={seq_len})")
-    if 4 * num_kv_pairs > seq_len:
-        raise ValueError(
-            "mqar: 4 * num_kv_pairs <= seq_len must hold (the context of 2k tokens and k query slots, 2 tokens "
-            f"apart, must fit), but got (num_kv_pairs={num_kv_pairs}, seq_len={seq_len})"
-        )
-    if num_kv_pairs > vocab_size // 2 - 1:
-        raise ValueError(
-            "mqar: num_kv_pairs <= vocab_size // 2 - 1 must hold (distinct keys from 1 … vocab_size//2 - 1), "
-            f"but got (num_kv_pairs={num_kv_pairs}, vocab_size={vocab_size})"
-        )
 
 
 def _distinct(rng: np.random.Generator, rows: int, low: int, high: int, count: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """``sweep report SPACE``: a self-contained folder (Markdown + PNG) that answers where the head-for-depth
-trade holds and where it breaks, from the analysis views in ``results/views.sql``, on the space's headline
+trade holds and where it breaks, from the analysis views in ``sweep/views.sql``, on the space's headline
 metric (top-1, accuracy, validation loss …) in its own units and direction.
 
     reports/<space>/index.md                 the answer in words, then the tables
@@ -275,31 +275,8 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     for i, depth in enumerate(depths):
         for j, column in enumerate(columns):
             cell = cells.get((depth, *column))
-            if cell is None or cell["delta"] is None:
-                continue
-            verdict = cell["verdict"]
-            ax.add_patch(
-                plt.Rectangle(
-                    (j - 0.5, i - 0.5),
-                    1,
-                    1,
-                    fill=False,
-                    lw=2.5,
-                    edgecolor=VERDICT_COLOURS[verdict],
-                    hatch="//" if verdict == "breaks" else None,
-                )
-            )
-            marker = "★ " if cell["is_baseline"] else ""
-            colour = "white" if abs(cell["delta"]) > 0.6 * limit else "black"  # legible on dark cells
-            ax.text(
-                j,
-                i,
-                f"{marker}{format_delta(cell['delta'], headline.name)}\n{verdict}\nn={cell['n_seeds']}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color=colour,
-            )
+            if cell is not None and cell["delta"] is not None:
+                annotate_cell(ax, j, i, cell, limit, headline)
     several = len({family for family, _, _ in columns}) > 1
     labels = [(f"{family}\n" if several else "") + f"{h}×{k}" for family, h, k in columns]
     ax.set_xticks(range(len(columns)), labels, rotation=30)
@@ -315,6 +292,18 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def annotate_cell(ax, x: int, y: int, cell: dict, limit: float, headline: Headline) -> None:
+    """One heatmap cell's outline (verdict colour, breaks hatched) and its text: Δ, verdict, seeds."""
+    verdict = cell["verdict"]
+    outline = plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, lw=2.5, edgecolor=VERDICT_COLOURS[verdict])
+    outline.set_hatch("//" if verdict == "breaks" else None)
+    ax.add_patch(outline)
+    marker = "★ " if cell["is_baseline"] else ""
+    colour = "white" if abs(cell["delta"]) > 0.6 * limit else "black"  # legible on dark cells
+    text = f"{marker}{format_delta(cell['delta'], headline.name)}\n{verdict}\nn={cell['n_seeds']}"
+    ax.text(x, y, text, ha="center", va="center", fontsize=7, color=colour)
 
 
 def plot_kappa(rows: list[dict], path: Path) -> None:
@@ -443,6 +432,48 @@ def plot_kappa_epochs(epochs: list[dict], curves: dict, pairs: list[tuple], rho,
 # --- the folder -------------------------------------------------------------------------------------------
 
 
+@dataclass
+class ReportData:
+    """Everything the report shows for one space, on its headline metric: rows of the analysis views."""
+
+    trials: int
+    profile: str | None
+    configs: list[dict]
+    verdicts: list[dict]
+    front: list[dict]
+    depth_edges: list[dict]
+    head_dim_edges: list[dict]
+    kappa: list[dict]
+    kappa_epochs: list[dict]
+    matched: list[dict]
+    kappa_metric: list[dict]
+    infeasible: list[dict]
+
+
+def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
+    """Query every view the report reads, once."""
+    key = (space, headline.name)
+    on_metric = "WHERE space = ? AND metric = ?"
+    by_shape = f"{on_metric} ORDER BY depth, num_heads, head_dim"
+    latest = con.execute(
+        "SELECT profile FROM spaces WHERE space = ? ORDER BY written_at DESC LIMIT 1", [space]
+    ).fetchone()
+    return ReportData(
+        trials=trials,
+        profile=latest[0] if latest else None,
+        configs=query(con, f"FROM configs {by_shape}", *key),
+        verdicts=query(con, f"FROM vs_baseline {by_shape}", *key),
+        front=query(con, f"FROM pareto {on_metric}", *key),
+        depth_edges=query(con, f"FROM depth_edge {on_metric}", *key),
+        head_dim_edges=query(con, f"FROM head_dim_edge {on_metric}", *key),
+        kappa=query(con, f"FROM kappa_vs_heads {on_metric}", *key),
+        kappa_epochs=query(con, KAPPA_EPOCHS_SQL, *key),
+        matched=query(con, f"FROM matched_budget {on_metric}", *key),
+        kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
+        infeasible=query(con, "FROM infeasible WHERE space = ?", space),
+    )
+
+
 def write_report(
     space: str, results_dir: Path, out_dir: Path, question: str | None = None, tolerance: float | None = None
 ) -> Path:
@@ -453,52 +484,30 @@ def write_report(
     if trials == 0:
         raise SweepError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
     headline = find_headline(con, space)
-    key = (space, headline.name)
-    configs = query(con, "FROM configs WHERE space = ? AND metric = ? ORDER BY depth, num_heads, head_dim", *key)
-    verdicts = query(con, "FROM vs_baseline WHERE space = ? AND metric = ? ORDER BY depth, num_heads, head_dim", *key)
-    front = query(con, "FROM pareto WHERE space = ? AND metric = ?", *key)
-    depth_edges = query(con, "FROM depth_edge WHERE space = ? AND metric = ?", *key)
-    head_dim_edges = query(con, "FROM head_dim_edge WHERE space = ? AND metric = ?", *key)
-    kappa = query(con, "FROM kappa_vs_heads WHERE space = ? AND metric = ?", *key)
-    infeasible = query(con, "FROM infeasible WHERE space = ?", space)
-
+    data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot_pareto(configs, front, out_dir / "pareto.png", headline)
-    if verdicts:
-        plot_delta_heatmap(verdicts, out_dir / "delta_heatmap.png", headline)
-    if kappa:
-        plot_kappa(kappa, out_dir / "kappa_vs_heads.png")
-    plot_throughput(configs, out_dir / "throughput_vs_params.png")
-    kappa_epochs = query(con, KAPPA_EPOCHS_SQL, *key)
-    curves, early_pairs, early_rho = kappa_over_training(kappa_epochs, configs)
-    if early_pairs:
-        plot_kappa_epochs(kappa_epochs, curves, early_pairs, early_rho, out_dir / "kappa_over_training.png", headline)
-    extra = equal_cost_section(query(con, "FROM matched_budget WHERE space = ? AND metric = ?", *key), headline)
-    extra += kappa_metric_section(query(con, "FROM kappa_accuracy WHERE space = ? AND metric = ?", *key), headline)
-    if early_pairs:
-        extra += kappa_training_section(curves, early_pairs, early_rho, headline)
-    latest = con.execute(
-        "SELECT profile FROM spaces WHERE space = ? ORDER BY written_at DESC LIMIT 1", [space]
-    ).fetchone()
-    text = render_markdown(
-        space,
-        question,
-        headline,
-        trials,
-        configs,
-        verdicts,
-        front,
-        depth_edges,
-        head_dim_edges,
-        kappa,
-        infeasible,
-        profile=latest[0] if latest else None,
-        extra=extra,
-    )
-
+    training = draw_figures(data, out_dir, headline)
+    extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
+    if training is not None:
+        extra += kappa_training_section(*training, headline)
     index = out_dir / "index.md"
-    index.write_text(text)
+    index.write_text(render_markdown(space, question, headline, data, extra=extra))
     return index
+
+
+def draw_figures(data: ReportData, out_dir: Path, headline: Headline) -> tuple | None:
+    """Every PNG the report links; returns κ over training's (curves, early pairs, ρ) when it was drawn."""
+    plot_pareto(data.configs, data.front, out_dir / "pareto.png", headline)
+    if data.verdicts:
+        plot_delta_heatmap(data.verdicts, out_dir / "delta_heatmap.png", headline)
+    if data.kappa:
+        plot_kappa(data.kappa, out_dir / "kappa_vs_heads.png")
+    plot_throughput(data.configs, out_dir / "throughput_vs_params.png")
+    curves, early_pairs, early_rho = kappa_over_training(data.kappa_epochs, data.configs)
+    if not early_pairs:
+        return None
+    plot_kappa_epochs(data.kappa_epochs, curves, early_pairs, early_rho, out_dir / "kappa_over_training.png", headline)
+    return curves, early_pairs, early_rho
 
 
 def equal_cost_section(matched: list[dict], headline: Headline) -> str:
@@ -577,101 +586,65 @@ def verdict_rule(headline: Headline, trials: int) -> str:
     )
 
 
-def render_markdown(
-    space,
-    question,
-    headline,
-    trials,
-    configs,
-    verdicts,
-    front,
-    depth_edges,
-    head_dim_edges,
-    kappa,
-    infeasible,
-    profile=None,
-    extra: str = "",
-) -> str:
-    baseline = next((c for c in configs if c["is_baseline"]), None)
+FRONT_COLUMNS = ["depth", "num_heads", "head_dim", "score_mean", "score_se", "params", "train_samples_per_s",
+                 "infer_samples_per_s", "peak_mem_bytes"]  # fmt: skip
+KAPPA_COLUMNS = ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "score_mean"]
+VERDICT_COLUMNS = ["depth", "num_heads", "head_dim", "attn_dim", "mlp_dim", "n_seeds", "score_mean", "delta",
+                   "delta_lo", "delta_hi", "verdict", "evidence", "delta_params_pct", "delta_train_throughput_pct",
+                   "delta_infer_throughput_pct", "delta_mem_pct"]  # fmt: skip
+INFEASIBLE_COLUMNS = ["trials", "diverged_fraction", "oom_fraction", "error_fraction", "pruned_fraction"]
+
+
+def render_markdown(space: str, question: str | None, headline: Headline, data: ReportData, extra: str = "") -> str:
+    """index.md: the answer first, then the edges, the figures, and every table behind them."""
     parts = [f"# Where does the head-for-depth trade break? Space `{space}`\n"]
     if question:
         parts.append(f"> {' '.join(question.split())}\n")
-    parts.append("## The answer\n")
-    parts.append(answer_paragraph(headline, verdicts, space, profile))
-    parts.append(verdict_rule(headline, trials))
+    parts += answer_section(space, headline, data)
+    parts += edges_section(headline, data)
+    parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
+    parts.append(markdown_table(data.front, FRONT_COLUMNS))
+    if data.kappa:
+        parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
+        whole_block = [r for r in data.kappa if r["layer"] is None and r["attention"] is None]
+        parts.append(markdown_table(whole_block, KAPPA_COLUMNS))
+    if extra:
+        parts.append(extra)
+    parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
+    parts.append("\n## Every config against the baseline\n")
+    parts.append(markdown_table(data.verdicts, VERDICT_COLUMNS))
+    parts.append("\n## Trials that did not finish\n")
+    parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
+    parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init sweep/views.sql`.\n')
+    return "\n".join(parts)
+
+
+def answer_section(space: str, headline: Headline, data: ReportData) -> list[str]:
+    """The answer in words, how it was judged, the baseline, and the count of each verdict."""
+    parts = ["## The answer\n", answer_paragraph(headline, data.verdicts, space, data.profile)]
+    parts.append(verdict_rule(headline, data.trials))
+    baseline = next((c for c in data.configs if c["is_baseline"]), None)
     if baseline:
         parts.append(
             f"Baseline: depth {baseline['depth']} × {baseline['num_heads']} heads of {baseline['head_dim']}, "
             f"{baseline['params']:,} parameters, {headline.label} "
             f"{format_score(baseline['score_mean'], headline.name)} over {baseline['n_seeds']} seed(s).\n"
         )
-    counts = {v: sum(r["verdict"] == v for r in verdicts) for v in ("holds", "breaks", "inconclusive")}
-    single = sum(r["evidence"] == "single seed" for r in verdicts)
+    counts = {v: sum(r["verdict"] == v for r in data.verdicts) for v in ("holds", "breaks", "inconclusive")}
+    single = sum(r["evidence"] == "single seed" for r in data.verdicts)
     parts.append(
         f"Verdicts: {counts['holds']} hold, {counts['breaks']} break, {counts['inconclusive']} "
         f"inconclusive{f'; {single} rest on a single seed (not significant)' if single else ''}.\n"
     )
-    parts.append("## Along depth (fewer blocks, same heads)\n")
-    parts += depth_sentences(depth_edges, verdicts) or ["_(no configs at or below the baseline depth)_"]
+    return parts
+
+
+def edges_section(headline: Headline, data: ReportData) -> list[str]:
+    """Where the trade breaks along depth and along head_dim, in sentences, and the Δ heatmap."""
+    parts = ["## Along depth (fewer blocks, same heads)\n"]
+    parts += depth_sentences(data.depth_edges, data.verdicts) or ["_(no configs at or below the baseline depth)_"]
     parts.append("\n## Along head_dim (more, smaller heads at fixed d_model)\n")
-    parts += head_dim_sentences(head_dim_edges, verdicts) or ["_(no fixed-d_model configs)_"]
-    if verdicts:
+    parts += head_dim_sentences(data.head_dim_edges, data.verdicts) or ["_(no fixed-d_model configs)_"]
+    if data.verdicts:
         parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
-    parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
-    parts.append(
-        markdown_table(
-            front,
-            [
-                "depth",
-                "num_heads",
-                "head_dim",
-                "score_mean",
-                "score_se",
-                "params",
-                "train_samples_per_s",
-                "infer_samples_per_s",
-                "peak_mem_bytes",
-            ],
-        )
-    )
-    if kappa:
-        parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
-        parts.append(
-            markdown_table(
-                [r for r in kappa if r["layer"] is None and r["attention"] is None],
-                ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "score_mean"],
-            )
-        )
-    if extra:
-        parts.append(extra)
-    parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
-    parts.append("\n## Every config against the baseline\n")
-    parts.append(
-        markdown_table(
-            verdicts,
-            [
-                "depth",
-                "num_heads",
-                "head_dim",
-                "attn_dim",
-                "mlp_dim",
-                "n_seeds",
-                "score_mean",
-                "delta",
-                "delta_lo",
-                "delta_hi",
-                "verdict",
-                "evidence",
-                "delta_params_pct",
-                "delta_train_throughput_pct",
-                "delta_infer_throughput_pct",
-                "delta_mem_pct",
-            ],
-        )
-    )
-    parts.append("\n## Trials that did not finish\n")
-    parts.append(
-        markdown_table(infeasible, ["trials", "diverged_fraction", "oom_fraction", "error_fraction", "pruned_fraction"])
-    )
-    parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init results/views.sql`.\n')
-    return "\n".join(parts)
+    return parts

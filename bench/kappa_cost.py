@@ -76,6 +76,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def probe_share(record: dict) -> dict:
+    """One trial's κ cost: seconds, calls, and its share of wall and training time."""
+    probes = len({row["epoch"] for row in record["kappa"]})
+    return {
+        "wall_s": record["wall_s"],
+        "train_s": record["train_s"],
+        "kappa_probe_s": record["kappa_probe_s"],
+        "probes": probes,
+        "epochs": record["epochs_run"],
+        "of_wall": record["kappa_probe_s"] / record["wall_s"],
+        "of_train": record["kappa_probe_s"] / record["train_s"],
+        "per_probe_ms": 1000.0 * record["kappa_probe_s"] / probes,
+        "epoch_ms": 1000.0 * record["train_s"] / record["epochs_run"],
+    }
+
+
+def run_trials(config: dict, arrays, trials: int) -> list[dict]:
+    rows = []
+    for index in range(trials):
+        record = run_trial(config, arrays=arrays)
+        if record["status"] != "ok":
+            raise SystemExit(f"trial failed ({record['status']}): {record['error']}")
+        row = probe_share(record)
+        rows.append(row)
+        print(
+            f"trial {index + 1}/{trials}: wall {row['wall_s']:.2f} s, train {row['train_s']:.2f} s, "
+            f"κ probes {row['kappa_probe_s'] * 1000:.1f} ms over {row['probes']} calls "
+            f"= {row['of_wall']:.2%} of wall, {row['of_train']:.2%} of train",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
@@ -90,32 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f"every {ProbeSpec().kappa_every_epochs} epoch(s)",
         flush=True,
     )
-
-    rows = []
-    for index in range(args.trials):
-        record = run_trial(config, arrays=arrays)
-        if record["status"] != "ok":
-            raise SystemExit(f"trial failed ({record['status']}): {record['error']}")
-        probes = len({row["epoch"] for row in record["kappa"]})
-        row = {
-            "wall_s": record["wall_s"],
-            "train_s": record["train_s"],
-            "kappa_probe_s": record["kappa_probe_s"],
-            "probes": probes,
-            "epochs": record["epochs_run"],
-            "of_wall": record["kappa_probe_s"] / record["wall_s"],
-            "of_train": record["kappa_probe_s"] / record["train_s"],
-            "per_probe_ms": 1000.0 * record["kappa_probe_s"] / probes,
-            "epoch_ms": 1000.0 * record["train_s"] / record["epochs_run"],
-        }
-        rows.append(row)
-        print(
-            f"trial {index + 1}/{args.trials}: wall {row['wall_s']:.2f} s, train {row['train_s']:.2f} s, "
-            f"κ probes {row['kappa_probe_s'] * 1000:.1f} ms over {probes} calls "
-            f"= {row['of_wall']:.2%} of wall, {row['of_train']:.2%} of train",
-            flush=True,
-        )
-
+    rows = run_trials(config, arrays, args.trials)
     call_ms, probe_images, layers = kappa_call_ms(config, arrays, args.calls)
     median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
     print(
@@ -129,25 +137,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"kappa probe cost: {median['of_wall']:.1%} of trial wall time (target <= {TARGET:.0%})")
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "kappa_fraction_of_wall": median["of_wall"],
-                    "kappa_fraction_of_train": median["of_train"],
-                    "target": TARGET,
-                    "kappa_call_ms_direct": call_ms,
-                    "kappa_call_ms_in_trial": median["per_probe_ms"],
-                    "train_epoch_ms": median["epoch_ms"],
-                    "probe_images": probe_images,
-                    "layers": layers,
-                    "trials": rows,
-                    "device": str(device),
-                    "torch_version": torch.__version__,
-                    "config": config,
-                },
-                indent=2,
-            )
-        )
+        summary = {
+            "kappa_fraction_of_wall": median["of_wall"],
+            "kappa_fraction_of_train": median["of_train"],
+            "target": TARGET,
+            "kappa_call_ms_direct": call_ms,
+            "kappa_call_ms_in_trial": median["per_probe_ms"],
+            "train_epoch_ms": median["epoch_ms"],
+            "probe_images": probe_images,
+            "layers": layers,
+            "trials": rows,
+            "device": str(device),
+            "torch_version": torch.__version__,
+            "config": config,
+        }
+        args.json.write_text(json.dumps(summary, indent=2))
     return 0
 
 

@@ -441,17 +441,7 @@ def import_file(path: Path, results_dir: Path) -> dict[str, int]:
     columns, raw_rows = read_rows(path)
     if not raw_rows:
         raise ImportRejected(f"{path}: no rows, only the header; nothing was written")
-    problems, rows, failed = [], [], []
-    for index, raw in enumerate(raw_rows, start=1):
-        if isinstance(raw, str):  # a CSV line that does not fit the header
-            problems.append(f"row {index}: {raw}")
-            rows.append({})
-            failed.append({})
-            continue
-        row, bad = typed_row(raw)
-        problems += [f"row {index}: {reason}" for reason in bad.values()]
-        rows.append(row)
-        failed.append(bad)
+    rows, failed, problems = type_rows(raw_rows)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     sweep_id = f"import-{stamp}-{uuid.uuid4().hex[:6]}"  # unique: two imports in one second never collide
     settings = ShippedSettings()
@@ -476,15 +466,35 @@ def import_file(path: Path, results_dir: Path) -> dict[str, int]:
     write_all(path, results_dir, sweep_id, per_space, settings)
     for space, space_rows in per_space.items():
         if space not in with_baseline and not any(row["is_baseline"] for row in space_rows):
-            print(
-                f"warning: no row of space {space!r} is marked as its baseline, so its verdicts (vs_baseline, "
-                "depth_edge, head_dim_edge) stay empty until one is: add an is_baseline column (true on the "
-                "baseline's rows) to the file; to import it again, first remove this import "
-                f"({results_dir}/{{trials,epochs,kappa}}/{space}/{sweep_id}/ and "
-                f"{results_dir}/spaces/{space}/{sweep_id}.parquet)",
-                file=sys.stderr,
-            )
+            warn_no_baseline(space, results_dir, sweep_id)
     return {space: len(space_rows) for space, space_rows in per_space.items()}
+
+
+def type_rows(raw_rows: list[dict | str]) -> tuple[list[dict], list[dict], list[str]]:
+    """Each raw row typed by the schema: the rows (``{}`` for one that could not be read), per row the
+    cells that failed (column → reason), and every problem as ``row N: reason``."""
+    rows, failed, problems = [], [], []
+    for index, raw in enumerate(raw_rows, start=1):
+        if isinstance(raw, str):  # a CSV line that does not fit the header
+            row, bad = {}, {}
+            problems.append(f"row {index}: {raw}")
+        else:
+            row, bad = typed_row(raw)
+            problems += [f"row {index}: {reason}" for reason in bad.values()]
+        rows.append(row)
+        failed.append(bad)
+    return rows, failed, problems
+
+
+def warn_no_baseline(space: str, results_dir: Path, sweep_id: str) -> None:
+    print(
+        f"warning: no row of space {space!r} is marked as its baseline, so its verdicts (vs_baseline, "
+        "depth_edge, head_dim_edge) stay empty until one is: add an is_baseline column (true on the "
+        "baseline's rows) to the file; to import it again, first remove this import "
+        f"({results_dir}/{{trials,epochs,kappa}}/{space}/{sweep_id}/ and "
+        f"{results_dir}/spaces/{space}/{sweep_id}.parquet)",
+        file=sys.stderr,
+    )
 
 
 def shipped_headline(settings: ShippedSettings, row: dict) -> Headline | str | None:

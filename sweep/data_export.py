@@ -69,21 +69,9 @@ def export_listops(
         raise DataExportError(f"bad ListOps options: {exc}") from None
     check_writable(out)
     total = rows + val_rows + test_rows
-    started = time.perf_counter()
-
-    live = progress is not None and progress.isatty()
-    step = max(1, total // 10_000) * 1000  # not a terminal (a log): a line about every tenth (calls come per 1,000)
-
-    def report(done: int, of: int) -> None:
-        if not live and done % step and done != of:
-            return
-        elapsed = time.perf_counter() - started
-        line = f"[data] listops: {done:,} / {of:,} rows, {elapsed:.0f}s, ~{elapsed / done * (of - done):.0f}s left"
-        print(f"\r{line}  " if live else line, end="\n" if done == of or not live else "", file=progress)
-
-    show = progress is not None and total >= PROGRESS_FROM_ROWS
+    report = progress_reporter(progress) if progress is not None and total >= PROGRESS_FROM_ROWS else None
     try:
-        splits = listops.generate_splits(options, seed, rows, val_rows, test_rows, report if show else None)
+        splits = listops.generate_splits(options, seed, rows, val_rows, test_rows, report)
     except ValueError as exc:
         raise DataExportError(str(exc)) from None
     try:
@@ -100,6 +88,23 @@ def export_listops(
         )
         for split in listops.SPLITS
     ]
+
+
+def progress_reporter(stream: TextIO):
+    """A ``report(done, of)`` callback: one line redrawn in place on a terminal; in a log, a line about every
+    tenth of the way (the generator calls it every 1,000 rows) and at the end."""
+    started = time.perf_counter()
+    live = stream.isatty()
+
+    def report(done: int, of: int) -> None:
+        step = max(1, of // 10_000) * 1000
+        if not live and done % step and done != of:
+            return
+        elapsed = time.perf_counter() - started
+        line = f"[data] listops: {done:,} / {of:,} rows, {elapsed:.0f}s, ~{elapsed / done * (of - done):.0f}s left"
+        print(f"\r{line}  " if live else line, end="\n" if done == of or not live else "", file=stream)
+
+    return report
 
 
 def cmd_data_export(args) -> int:

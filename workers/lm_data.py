@@ -501,22 +501,7 @@ def load_tinystories_streams(
     tokenised (training the tokenizer first when none is given) and stored. ``directory`` defaults to
     :func:`text_cache_dir`."""
     folder = Path(directory).expanduser() if directory is not None else text_cache_dir()
-    given = tokenizer_file(text, root)
-    if given is not None:
-        if not given.is_file():
-            raise FileNotFoundError(f"tinystories: the tokenizer file {given} (data.text.tokenizer) does not exist")
-        tokenizer, eot_id, vocab_size = read_tokenizer(given)
-        description = f"file:{given.resolve()}"
-        tokenizer_hash = hashlib.sha256(given.read_bytes()).hexdigest()
-        check_tokenizer_vocab(text, given, vocab_size)
-    else:
-        vocab_size = text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
-        tokenizer, description = trained_tokenizer(root, layout, vocab_size, folder)
-        eot_id = tokenizer.token_to_id(EOT)
-        tokenizer_hash = description
-        actual = _vocab_size_of(tokenizer)
-        if actual > vocab_size:
-            raise ValueError(f"tinystories: trained tokenizer has {actual} ids, more than vocab_size={vocab_size}")
+    tokenizer, eot_id, vocab_size, description, tokenizer_hash = tinystories_tokenizer(root, layout, text, folder)
     identity = {
         "format": TEXT_CACHE_FORMAT,
         "train": split_identity(root, layout, "train"),
@@ -526,27 +511,60 @@ def load_tinystories_streams(
     }
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     path = folder / f"tinystories-{key}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as stored:
-                if str(stored["key"]) == key:
-                    log.info("TinyStories: read %s", path)
-                    return {"train": stored["train"], "val": stored["val"]}, description, vocab_size
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("TinyStories: cache file %s is unreadable (%s); tokenising again", path, exc)
+    cached = read_token_cache(path, key)
+    if cached is not None:
+        return cached, description, vocab_size
     dtype = smallest_uint(vocab_size)
     streams = {
         split: encode_stories(tokenizer, iter_stories(root, layout, split), eot_id, cap, dtype)
         for split, cap in (("train", text.train_tokens), ("val", text.val_tokens))
     }
+    write_token_cache(path, key, streams)
+    return streams, description, vocab_size
+
+
+def tinystories_tokenizer(root: Path, layout: str, text: TextSpec, folder: Path):
+    """``(tokenizer, end-of-text id, vocab_size, description, hash)``: the given tokenizer file
+    (``data.text.tokenizer``; the hash is of its bytes), or one trained on the training split (cached in
+    ``folder``; the description names its settings and serves as the hash)."""
+    given = tokenizer_file(text, root)
+    if given is not None:
+        if not given.is_file():
+            raise FileNotFoundError(f"tinystories: the tokenizer file {given} (data.text.tokenizer) does not exist")
+        tokenizer, eot_id, vocab_size = read_tokenizer(given)
+        check_tokenizer_vocab(text, given, vocab_size)
+        return tokenizer, eot_id, vocab_size, f"file:{given.resolve()}", hashlib.sha256(given.read_bytes()).hexdigest()
+    vocab_size = text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
+    tokenizer, description = trained_tokenizer(root, layout, vocab_size, folder)
+    actual = _vocab_size_of(tokenizer)
+    if actual > vocab_size:
+        raise ValueError(f"tinystories: trained tokenizer has {actual} ids, more than vocab_size={vocab_size}")
+    return tokenizer, tokenizer.token_to_id(EOT), vocab_size, description, description
+
+
+def read_token_cache(path: Path, key: str) -> dict[str, np.ndarray] | None:
+    """The cached streams stored under ``key`` at ``path``; None when absent, stale or unreadable."""
+    if not path.is_file():
+        return None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        with np.load(path) as stored:
+            if str(stored["key"]) == key:
+                log.info("TinyStories: read %s", path)
+                return {"train": stored["train"], "val": stored["val"]}
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("TinyStories: cache file %s is unreadable (%s); tokenising again", path, exc)
+    return None
+
+
+def write_token_cache(path: Path, key: str, streams: dict[str, np.ndarray]) -> None:
+    """Store the streams atomically; a cache that cannot be written is a warning, not a failure."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with _atomic_file(path, "wb") as handle:
             np.savez(handle, key=np.array(key), **streams)
         log.info("TinyStories: cached in %s", path)
     except OSError as exc:
         log.warning("TinyStories: could not write the cache file %s (%s); continuing without it", path, exc)
-    return streams, description, vocab_size
 
 
 # --- planning ------------------------------------------------------------------------------------------------

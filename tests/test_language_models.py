@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import capture_layer_inputs
+from tests.helpers import assert_tables_agree, capture_layer_inputs
 from workers.config import ModelSpec, TrainSpec
 from workers.models import ModelConfigError, build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
@@ -201,6 +201,7 @@ def test_mqar_smoke_profile_runs_through_the_cli(tmp_path):
     for trial in trials:
         assert trial["metric"] == "accuracy" and trial["score"] == trial["accuracy"]
         assert trial["perplexity"] == pytest.approx(math.exp(trial["val_loss"]))
-        assert trial["kappa_mean"] > 1 and trial["train_tokens_per_s"] > 0 and trial["seq_len"] == 16
+        assert trial["seq_len"] == 16
+    assert_tables_agree(results)
     columns, values = run_query(results, "SELECT verdict, evidence FROM vs_baseline")
     assert len(values) == 4 and {evidence for _, evidence in values} <= {"baseline", "single seed"}

@@ -46,8 +46,11 @@ def test_params_equal_formula_with_decoupled_head_dim(overrides):
 def test_param_breakdown_sums_and_matches_components():
     spec = variant_spec("vit_base_patch16_224", num_heads=24, head_dim=32, depth=4)
     parts = param_breakdown(spec, build_on_meta(spec))
-    assert parts["params"] == parts["params_attention"] + parts["params_mlp"] + parts["params_embed_head"]
     c, a = spec.embed_dim, spec.attn_dim
+    tokens, classes, patch = (spec.img_size // spec.patch_size) ** 2 + 1, spec.num_classes, spec.patch_size
+    embed = 3 * patch * patch * c + c + c + tokens * c  # patch conv and bias, class token, positions
+    norms = spec.depth * 4 * c + 2 * c  # two LayerNorms per block (scale and shift), the final one
+    assert parts["params_embed_head"] == embed + norms + c * classes + classes
     assert parts["params_attention"] == spec.depth * (c * 3 * a + 3 * a + a * c + c)
     assert parts["params_mlp"] == spec.depth * (c * spec.mlp_dim + spec.mlp_dim + spec.mlp_dim * c + c)
 

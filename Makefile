@@ -12,14 +12,32 @@ Q ?= SELECT space, status, count(*) AS trials FROM trials GROUP BY ALL ORDER BY 
 # One tolerance for every verdict, in the metric's units (make sql/report TOLERANCE=0.3); empty: each space's own
 TOLERANCE ?=
 
-.PHONY: install test lint format sweep plan spaces sql report rerun bench trial clean
+.PHONY: install lock test lint format sweep plan spaces sql report rerun bench gpu-check trial clean
 
 install: $(INSTALLED)
 
-$(INSTALLED): pyproject.toml
+# The versions CI tested: requirements.lock constrains every package pip installs (the project itself stays
+# editable and unpinned). Refresh it deliberately with `make lock`.
+$(INSTALLED): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $(INSTALLED)
+
+# Re-resolve requirements.lock from pyproject.toml with uv (pinned here, so the lock's tool is locked too).
+# Versions already in the lock are kept where they still satisfy pyproject.toml; UPGRADE=1 takes the newest.
+# uv does not read pip's configuration, so the extra indexes and wheel folders pip is set up with here
+# (`pip config list`) are passed on: the lock then resolves what `make install` will install.
+UV_VERSION := 0.13.9
+PIP_EXTRA_INDEXES = $(shell $(BIN)/pip config get global.extra-index-url 2>/dev/null)
+PIP_FIND_LINKS_DIRS = $(shell $(BIN)/pip config get global.find-links 2>/dev/null)
+lock: $(INSTALLED)
+	$(BIN)/pip install --quiet 'uv==$(UV_VERSION)'
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python $(BIN)/python --index-strategy unsafe-best-match \
+		$(foreach url,$(PIP_EXTRA_INDEXES),--extra-index-url $(url)) \
+		$(foreach dir,$(PIP_FIND_LINKS_DIRS),--find-links $(dir)) \
+		$(if $(UPGRADE),--upgrade) --custom-compile-command "make lock" --quiet -o requirements.lock
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $(INSTALLED)
 
 # Exactly what CI runs (.ci/run calls this): lint, format check, the whole suite.
@@ -65,8 +83,17 @@ trial: $(INSTALLED)
 bench: $(INSTALLED)
 	$(BIN)/python bench/harness_efficiency.py
 	$(BIN)/python bench/kappa_cost.py
+	$(BIN)/python bench/trial_efficiency.py
 	$(BIN)/python bench/sweep_efficiency.py
 	$(BIN)/python bench/analysis_queries.py
+	$(BIN)/python bench/loader_throughput.py
+	$(BIN)/python bench/compile_speedup.py
+
+# A ViT-B/16 bf16 check of this machine's GPU (memory, throughput, MFU against a matmul peak measured in the same
+# run, κ, inference, latency) in a few minutes; without CUDA a reduced CPU check in seconds, which says so.
+# Options: make gpu-check GPU_CHECK_ARGS='--compile --json /tmp/gpu_check.json'
+gpu-check: $(INSTALLED)
+	$(BIN)/python -m workers.gpu_check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -16,8 +16,8 @@ from __future__ import annotations
 import importlib
 
 _FACADE = {
-    "load_space": "sweep.space",
-    "shipped_spaces": "sweep.space",
+    "load_space": "sweep.space_loader",
+    "shipped_spaces": "sweep.space_loader",
     "make_plan": "sweep.plan",
     "run_sweep": "sweep.tuner",
     "run_query": "sweep.sql",

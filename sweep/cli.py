@@ -30,7 +30,8 @@ from sweep.errors import SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
-from sweep.space import GridSearch, Scheduler, load_space, read_yaml, shipped_spaces
+from sweep.space import GridSearch, Scheduler
+from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
 from workers.models import FAMILIES
 
@@ -72,6 +73,8 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
     name, space, profile = load_space(args.space, args.profile)
     if getattr(args, "data_root", None):
         space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
+    if getattr(args, "data_workers", None) is not None:  # like the root, not part of a config's identity
+        space = space.model_copy(update={"data": space.data.model_copy(update={"num_workers": args.data_workers})})
     if check_data is not None:
         check_data(space, args.space)  # before planning: a missing data set fails in seconds
     return make_plan(name, space, profile, seeds or parse_seeds(getattr(args, "seeds", None)))
@@ -81,7 +84,7 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
 
 
 def cmd_run(args) -> int:
-    from sweep.tuner import check_data  # Ray is imported only for commands that need it
+    from sweep.validation import check_data
 
     plan = load_plan(args, check_data)
     with sweep_lock(args.results, plan.space_name, args.wait):
@@ -103,7 +106,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from sweep.tuner import check_data
+    from sweep.validation import check_data
 
     if args.select == "inconclusive":
         return rerun_inconclusive(args, check_data)
@@ -299,10 +302,10 @@ def cmd_plan(args) -> int:
 
 def cmd_spaces(args) -> int:
     for name, path in shipped_spaces().items():
-        raw = read_yaml(path)
+        raw = with_recipes(read_yaml(path), path)
         question = " ".join(str(raw.get("question", "")).split())
         profiles = ", ".join(raw.get("profiles", {}) or {}) or "-"
-        print(f"{name}\n    {question}\n    profiles: {profiles}; file: {path.name}")
+        print(f"{name}\n    {question}\n    profiles: {profiles}; file: {display_path(path)}")
     print("\nmodel families (model.family):")
     for family in FAMILIES.values():
         print(f"  {family.name:6s} {family.description}")
@@ -439,12 +442,32 @@ def add_data_parser(sub) -> None:
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
+def add_gpu_check_parser(sub) -> None:
+    """`sweep gpu-check`: ``workers/gpu_check.py``'s check (what `make gpu-check` runs), for installed copies."""
+    from workers.gpu_check import add_options
+
+    gpu = sub.add_parser("gpu-check", help="ViT-B/16 bf16 on this GPU: memory, throughput, MFU, κ (CPU: reduced)")
+    add_options(gpu)
+    gpu.set_defaults(func=cmd_gpu_check)
+
+
+def cmd_gpu_check(args) -> int:
+    from workers.gpu_check import run
+
+    return run(args)
+
+
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by the commands that launch trials (run, rerun)."""
     parser.add_argument("space", nargs="?", default=DEFAULT_SPACE)
     parser.add_argument("--profile")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
+    parser.add_argument(
+        "--data-workers",
+        type=int,
+        help="DataLoader workers per trial for on-disk data (overrides data.num_workers; default: CPUs per trial - 1)",
+    )
     parser.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -523,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     theory.set_defaults(func=cmd_kappa_theory)
 
     add_data_parser(sub)
+    add_gpu_check_parser(sub)
     return parser
 
 

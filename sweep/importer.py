@@ -39,7 +39,7 @@ from sweep.metrics import DEFAULT_METRIC, METRICS, PERCENT_METRICS, direction_wo
 from sweep.plan import enumerate_shapes, resolve_baseline
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.sink import record_space, write_atomic
-from sweep.space import load_space, shipped_spaces
+from sweep.space_loader import load_space, shipped_spaces
 from sweep.sql import run_query
 from workers.vocabulary import SHAPE_KEYS, STATUSES
 

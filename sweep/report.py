@@ -490,9 +490,35 @@ def write_report(
     extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
+    extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
     return index
+
+
+# A trial whose steady-state step time is this share or more spent waiting for batches is loader-bound.
+LOADER_BOUND_FRACTION = 0.2
+
+
+def loader_bound_section(con, space: str) -> str:
+    """A warning when trials waited for data (``data_wait_fraction`` >= :data:`LOADER_BOUND_FRACTION`): their
+    throughput measures the loader, not the model. Nothing when none did, or for results written before
+    the column existed."""
+    if "data_wait_fraction" not in [column[0] for column in con.execute("FROM trials LIMIT 0").description]:
+        return ""
+    bound, measured, worst = con.execute(
+        "SELECT count(*) FILTER (WHERE data_wait_fraction >= ?), count(data_wait_fraction), max(data_wait_fraction) "
+        "FROM trials WHERE space = ?",
+        [LOADER_BOUND_FRACTION, space],
+    ).fetchone()
+    if not bound:
+        return ""
+    return (
+        f"\n## Loader-bound trials\n\n{bound} of {measured} trials spent {LOADER_BOUND_FRACTION:.0%} or more of their "
+        f"steady-state training time waiting for data (worst {worst:.0%}): their training throughput is the "
+        "loader's, not the model's. Give them more loader workers (`--data-workers`, or `resources.cpus_per_trial`)."
+        f' Which ones: `sweep sql "FROM trials WHERE data_wait_fraction >= {LOADER_BOUND_FRACTION}"`.\n'
+    )
 
 
 def draw_figures(data: ReportData, out_dir: Path, headline: Headline) -> tuple | None:

@@ -13,7 +13,7 @@ Version 2 made the analysis metric-agnostic: a trials row names its space's head
 its direction ``metric_mode``) and carries its value (``score``); sequence trials add ``accuracy``,
 tokens/s and ``seq_len``; epochs rows add ``val_accuracy`` and ``val_score``; a spaces row holds
 ``metric``, ``metric_mode`` and ``tolerance`` instead of ``tolerance_top1``. Version-1 files stay
-readable: ``results/views.sql`` reads a v1 trials row as metric ``top1``, mode ``max``, score = top1, and
+readable: ``sweep/views.sql`` reads a v1 trials row as metric ``top1``, mode ``max``, score = top1, and
 a v1 spaces row's ``tolerance_top1`` as its tolerance.
 """
 
@@ -79,6 +79,12 @@ TRIALS = pa.schema([
     ("wall_s", pa.float64()),
     ("train_s", pa.float64()),
     ("kappa_probe_s", pa.float64()),
+    # Share of steady-state training time blocked waiting for the next batch: seconds inside next() on the
+    # batch iterator ÷ wall seconds of the throughput window (the same window as train_samples_per_s), over
+    # the last attempt's epochs (workers/train.py train_one_epoch). Near 0: data ready in time; 0.2 or more:
+    # the loader holds the model back (more --data-workers or cpus_per_trial). On CUDA an upper bound.
+    ("data_wait_fraction", pa.float64()),
+    ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, the last attempt's
     ("dataset", pa.string()),
     ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees
     ("tokenizer", pa.string()),  # language models: the tokenizer file read, or the one trained locally
@@ -89,6 +95,9 @@ TRIALS = pa.schema([
     ("finished_at", pa.timestamp("ms", tz="UTC")),
     ("trial_config", pa.string()),  # the worker config as JSON: enough to rerun the trial by hand
     ("resident_data_bytes", pa.int64()),  # data tensors the batch source keeps on the device (not in peak_mem_bytes)
+    # Workers that trained the trial data-parallel (1: one process). With N > 1 train_samples_per_s is summed
+    # over them, peak_mem_bytes is one worker's (batch_size / N), scores and κ rank 0's (workers/distributed.py).
+    ("workers_per_trial", pa.int32()),
 ])  # fmt: skip
 
 # The columns that tie an epochs or kappa row to its trial.

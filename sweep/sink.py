@@ -33,7 +33,8 @@ RECORD_COLUMNS = (
     "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms",
     "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len",
     "tokenizer", "device", "glue_avg", *(f"glue_{task}" for task in GLUE_TASK_NAMES), "finetune_s",
-    "started_at", "finished_at", "resident_data_bytes",
+    "started_at", "finished_at", "resident_data_bytes", "workers_per_trial",
+    "data_wait_fraction", "compile_s",
 )  # fmt: skip
 # A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.
 EPOCH_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "val_accuracy": "accuracy", "val_loss": "val_loss",

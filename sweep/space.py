@@ -11,19 +11,15 @@ Loading reports every problem in the file at once (file, key path, rule, value, 
 
 from __future__ import annotations
 
-import copy
-import difflib
-import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sweep.errors import MISSING, ConfigIssue, SpaceError, UnknownSpaceError
 from sweep.metrics import DEFAULT_METRIC, METRICS
 from workers.config import DataSpec, ProbeSpec, TrainSpec
-from workers.models import FAMILIES
+from workers.distributed import DRIVER_CPUS
+from workers.models import FAMILIES, VARIANTS
+from workers.vocabulary import did_you_mean
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
@@ -109,8 +105,14 @@ class Axes(Strict):
 
 
 class ModelFixed(Strict):
-    """Values held fixed for every trial (an axis of the same name overrides them)."""
+    """Values held fixed for every trial (an axis of the same name overrides them).
 
+    ``variant``: a named shape from the family registry (``workers.models.VARIANTS``, each timm's model of
+    that name, e.g. ``deit_base_patch16_224``): its family and sizes fill every field the space leaves out,
+    so a space does not retype them. Fields the space (or a profile) gives win.
+    """
+
+    variant: str | None = None
     family: str = "vit"
     depth: PositiveInt | None = None
     num_heads: PositiveInt | None = None
@@ -133,6 +135,19 @@ class ModelFixed(Strict):
     conv_kernel_size: PositiveInt | None = None
     dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
     tie_embeddings: bool | None = None  # language models: output layer = token embedding (GPT-2's default)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _variant_fills_the_rest(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("variant") is None:
+            return data
+        name = data["variant"]
+        if name not in VARIANTS:
+            raise ValueError(
+                f"variant must name a registered shape, but got {name!r}; {did_you_mean(name, VARIANTS)}"
+                f"known: {', '.join(sorted(VARIANTS))}"
+            )
+        return {**VARIANTS[name], **data}
 
 
 class Constraints(Strict):
@@ -178,11 +193,38 @@ class Scheduler(Strict):
 
 
 class Resources(Strict):
-    """Per-trial resources, as Ray reserves them (fractions allowed to pack small trials)."""
+    """Per-trial resources, as Ray reserves them (fractions allowed to pack small trials).
+
+    ``workers_per_trial`` N > 1 trains each trial data-parallel on N workers: Ray Train's TorchTrainer,
+    PyTorch DDP over gloo on CPU and NCCL on CUDA (``workers/distributed.py`` defines every number such a
+    trial records). ``cpus_per_trial`` and ``gpus_per_trial`` stay the whole trial's: its Tune process,
+    which only drives the workers, takes ``DRIVER_CPUS`` (0.01) of them, and each worker an equal share of
+    the rest. Each worker needs whole GPUs: NCCL cannot run two ranks on one GPU. ``train.batch_size`` is
+    the global batch and must be divisible by N. ``max_concurrent_trials`` left out with N > 1: as many
+    trials as the cluster's CPUs and GPUs hold.
+    """
 
     cpus_per_trial: float = Field(default=1.0, gt=0.0)
     gpus_per_trial: float = Field(default=0.0, ge=0.0)
     max_concurrent_trials: PositiveInt | None = None
+    workers_per_trial: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _workers_fit(self) -> Resources:
+        workers, gpus = self.workers_per_trial, self.gpus_per_trial
+        if workers > 1 and self.cpus_per_trial <= DRIVER_CPUS:
+            raise ValueError(
+                f"`cpus_per_trial > {DRIVER_CPUS}` must hold with workers_per_trial={workers} (the trial's "
+                f"driver takes {DRIVER_CPUS} CPUs and its workers the rest), but got "
+                f"cpus_per_trial={self.cpus_per_trial}; give the trial more CPUs"
+            )
+        if workers > 1 and gpus > 0 and gpus % workers:
+            raise ValueError(
+                f"`gpus_per_trial` must be a whole multiple of `workers_per_trial` (each worker takes whole "
+                f"GPUs: NCCL cannot run two ranks on one GPU), but got (gpus_per_trial={gpus}, "
+                f"workers_per_trial={workers}); set gpus_per_trial to {workers * max(1, int(gpus // workers))}"
+            )
+        return self
 
 
 class Metric(Strict):
@@ -303,203 +345,6 @@ class Space(Strict):
         return [fixed] if fixed is not None else []
 
 
-# --- locating and loading ---------------------------------------------------------------------------------
-
-
-def spaces_dir() -> Path:
-    """Where shipped spaces live: ``$SWEEP_SPACES_DIR``, else ``search_spaces/`` beside the packages."""
-    override = os.environ.get(SPACES_DIR_ENV)
-    return Path(override) if override else Path(__file__).resolve().parent.parent / "search_spaces"
-
-
-def shipped_spaces() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(spaces_dir().glob("*.yaml"))}
-
-
-def find_space(name_or_path: str) -> Path:
-    """A space by name (``vit_b_fixed_mlp``) or by path to a YAML file."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise UnknownSpaceError(f"no space file at {path}")
-        return path
-    shipped = shipped_spaces()
-    if name_or_path in shipped:
-        return shipped[name_or_path]
-    close = difflib.get_close_matches(name_or_path, shipped, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise UnknownSpaceError(
-        f"unknown space {name_or_path!r}; {hint}shipped spaces: {', '.join(shipped)} "
-        f"(list them with `sweep spaces`, or pass a path to a YAML file)"
-    )
-
-
-def read_yaml(path: Path) -> dict:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        issue = ConfigIssue(str(path), f"byte {exc.start}", "not UTF-8 text", MISSING, "save the file as UTF-8")
-        raise SpaceError([issue]) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpaceError([ConfigIssue(str(path), where, f"not valid YAML: {exc}", MISSING, "fix the syntax")]) from exc
-    if not isinstance(raw, dict):
-        raise SpaceError(
-            [ConfigIssue(str(path), "", "a space must be a mapping of keys", raw, "see search_spaces/*.yaml")]
-        )
-    return raw
-
-
-def deep_merge(base: dict, override: dict) -> dict:
-    """``override`` merged into a copy of ``base``: nested dicts merge, anything else replaces."""
-    merged = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def load_space(name_or_path: str, profile: str | None = None) -> tuple[str, Space, str | None]:
-    """Load, validate (base and every profile, all problems together) and return
-    ``(space_name, space with the chosen profile applied, profile name)``.
-
-    ``profile`` None picks the file's ``default_profile`` (or none).
-    """
-    path = find_space(name_or_path)
-    raw = read_yaml(path)
-    file = display_path(path)
-    issues, base = validate_variant(raw, file, prefix="")
-    profiles = raw.get("profiles") if isinstance(raw.get("profiles"), dict) else {}
-    variants: dict[str, Space | None] = {}
-    for name, override in profiles.items():
-        if isinstance(override, dict):
-            merged = deep_merge({k: v for k, v in raw.items() if k != "profiles"}, strip_description(override))
-            merged["profiles"] = profiles
-            profile_issues, variants[name] = validate_variant(
-                merged, file, prefix=f"profiles.{name}.", override=override
-            )
-            issues += [issue for issue in profile_issues if issue not in issues]
-    if base is not None and base.default_profile is not None and base.default_profile not in profiles:
-        issues.append(unknown_profile_issue(file, "default_profile", base.default_profile, profiles))
-    chosen = profile if profile is not None else (base.default_profile if base else None)
-    if chosen is not None and chosen not in profiles:
-        issues.append(unknown_profile_issue(file, "--profile", chosen, profiles))
-    if issues:
-        raise SpaceError(issues)
-    return path.stem, (variants[chosen] if chosen else base), chosen
-
-
-def strip_description(override: dict) -> dict:
-    return {k: v for k, v in override.items() if k != "description"}
-
-
-def unknown_profile_issue(file: str, where: str, name: str, profiles: dict) -> ConfigIssue:
-    close = difflib.get_close_matches(name, profiles, n=2, cutoff=0.5)
-    known = ", ".join(profiles) or "none defined"
-    fix = (f"did you mean {', '.join(close)}? " if close else "") + f"profiles in this space: {known}"
-    return ConfigIssue(file, where, "must name a profile defined under `profiles`", name, fix)
-
-
-def validate_variant(
-    raw: dict, file: str, prefix: str, override: dict | None = None
-) -> tuple[list[ConfigIssue], Space | None]:
-    """Validate one merged variant: pydantic's structural rules, then the cross-field rules."""
-    try:
-        space = Space.model_validate(raw)
-    except ValidationError as exc:
-        return [pydantic_issue(error, file, prefix, override) for error in exc.errors()], None
-    from sweep.plan import cross_field_issues  # the planner owns the rules that need shapes
-
-    return [
-        ConfigIssue(file, profile_path(issue.path, prefix, override), issue.rule, issue.value, issue.fix)
-        for issue in cross_field_issues(space, file)
-    ], space
-
-
-def profile_path(path: str, prefix: str, override: dict | None) -> str:
-    """Attribute an issue to the profile when the offending key came from the profile's overrides."""
-    if override is None:
-        return path
-    node: Any = override
-    for part in path.replace("[", ".").replace("]", "").split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        else:
-            return path
-    return prefix + path
-
-
-# Keys a space file may still have from an older version: the rule and the fix it gets instead of "unknown".
-MOVED_KEYS = {
-    "analysis": (
-        "`analysis` was replaced by `metric`, the headline metric with its direction and tolerance",
-        "analysis.tolerance_top1 moved to metric.tolerance: write `metric: {name: top1, mode: max, "
-        "tolerance: X}` with the old value as X, and remove `analysis`",
-    ),
-}
-
-
-def pydantic_issue(error: dict, file: str, prefix: str, override: dict | None) -> ConfigIssue:
-    """Turn one pydantic error into file, key path, rule, value and fix."""
-    path = format_loc(error["loc"])
-    value = error.get("input", MISSING) if error["type"] != "missing" else MISSING
-    rule, fix = error["msg"].removeprefix("Value error, "), fix_hint(error)
-    if error["type"] == "extra_forbidden" and error["loc"][-1] in MOVED_KEYS:
-        rule, fix = MOVED_KEYS[error["loc"][-1]]
-    return ConfigIssue(file, profile_path(path, prefix, override), rule, value, fix)
-
-
-def format_loc(loc: tuple) -> str:
-    parts: list[str] = []
-    for item in loc:
-        if isinstance(item, int):
-            parts.append(f"[{item}]")
-        elif item in (
-            "list[constrained-int]",
-            "Range",
-            "list[int]",
-            "grid",
-            "optuna",
-            "function-after[_ordered(), Range]",
-        ):
-            continue  # union-branch labels pydantic adds; they are not keys in the file
-        else:
-            parts.append(("." if parts else "") + str(item))
-    return "".join(parts)
-
-
-def fix_hint(error: dict) -> str:
-    kind, ctx, loc = error["type"], error.get("ctx", {}), error["loc"]
-    if kind == "extra_forbidden":
-        return f"remove `{loc[-1]}` or correct its spelling{close_key_hint(loc)}"
-    if kind == "missing":
-        return f"add `{loc[-1]}`"
-    if kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
-        return "use a value within the stated bound"
-    if kind in ("int_type", "int_parsing", "int_from_float"):
-        return "write a whole number"
-    if kind in ("float_type", "float_parsing"):
-        return "write a number"
-    if kind in ("bool_type", "bool_parsing"):
-        return "write true or false"
-    if kind in ("literal_error", "union_tag_invalid"):
-        return f"use one of {ctx.get('expected', ctx.get('expected_tags', ''))}"
-    if kind == "too_short":
-        return "give at least one value"
-    if kind in ("list_type", "dict_type", "model_type", "model_attributes_type"):
-        return "see search_spaces/README.md for the expected shape"
-    return ""
-
-
-def close_key_hint(loc: tuple) -> str:
-    fields = allowed_keys(loc[:-1])
-    close = difflib.get_close_matches(str(loc[-1]), fields, n=2, cutoff=0.6)
-    return f" (did you mean {', '.join(close)}?)" if close else ""
-
-
 SECTION_MODELS = {
     "model": ModelFixed,
     "axes": Axes,
@@ -512,20 +357,6 @@ SECTION_MODELS = {
     "search": OptunaSearchSpec,
     "metric": Metric,
 }
-
-
-def allowed_keys(parent: tuple) -> list[str]:
-    if not parent:
-        return list(Space.model_fields)
-    model = SECTION_MODELS.get(str(parent[0]))
-    return list(model.model_fields) if model else []
-
-
-def display_path(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def known_families() -> list[str]:

@@ -1,8 +1,8 @@
 """DuckDB over the results folder: the tables as views (one glob each), plus the analysis views in
-``results/views.sql`` when present. Read-only: only queries are accepted.
+``sweep/views.sql`` (package data). Read-only: only queries are accepted.
 
 ``trials``, ``epochs`` and ``spaces`` may hold files of several schema versions: their globs are
-``trials_files``, ``epochs_files`` and ``spaces_files``, and ``results/views.sql`` defines the tables over
+``trials_files``, ``epochs_files`` and ``spaces_files``, and ``sweep/views.sql`` defines the tables over
 them with version-1 rows read as version 2 (metric ``top1``, mode ``max``, score = top-1; ``val_score`` =
 ``val_top1``; ``tolerance_top1`` as ``tolerance``).
 
@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from sweep.errors import QueryError
 from sweep.schema import ALL_TABLES, SCHEMAS
 
-VIEWS_SQL = Path(__file__).resolve().parent.parent / "results" / "views.sql"
+VIEWS_SQL = Path(__file__).resolve().parent / "views.sql"  # package data: shipped in the wheel
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
 VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by views.sql
 NAMES_SHOWN = 5  # damaged files named in the warning; `sweep doctor` lists them all

@@ -21,13 +21,15 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from sweep.errors import DataUnavailableError
+from sweep import validation
 from sweep.metrics import record_key
 from sweep.plan import Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
-from sweep.space import REPORTED_METRICS, Space
-from workers.data import DataNotFoundError, load_arrays, require_local_data
+from sweep.space import REPORTED_METRICS, Resources
+from workers.data import load_arrays
+from workers.distributed import DRIVER_CPUS, WorkerPlan
+from workers.ray_train import run_data_parallel
 from workers.trial import run_trial
 from workers.vocabulary import SHAPE_KEYS, TrialStatus
 
@@ -61,7 +63,7 @@ class SweepOutcome:
 CHECKPOINT_FILE = "trial_state.pt"
 
 
-def tune_trial(config: dict, arrays=None) -> None:
+def tune_trial(config: dict, arrays=None, workers: WorkerPlan | None = None) -> None:
     """Run one planned trial on a Ray worker and report to Tune.
 
     Every epoch reports the epoch's row and κ rows (so a scheduler can stop the trial, and so the driver
@@ -69,6 +71,10 @@ def tune_trial(config: dict, arrays=None) -> None:
     starts the trial again and it resumes after its last checkpointed epoch. The last report carries the
     worker's whole record. Failures are records too, never exceptions, so Tune does not retry a
     deterministic failure such as an OOM.
+
+    ``workers``: train data-parallel on several Ray Train workers (``resources.workers_per_trial`` > 1);
+    this process then only drives them (``workers/distributed.py``), and reports and checkpoints the
+    same way. None: this process trains, as it always has.
     """
     payload = config["payload"]
     static = {
@@ -84,7 +90,13 @@ def tune_trial(config: dict, arrays=None) -> None:
             checkpoint = tune.Checkpoint.from_directory(folder)
             tune.report({**static, **known, "epoch_row": row, "kappa_rows": kappa_rows}, checkpoint=checkpoint)
 
-    record = run_trial(payload["trial_config"], arrays=arrays, on_epoch=on_epoch, resume_from=last_checkpoint())
+    if workers is None:
+        record = run_trial(payload["trial_config"], arrays=arrays, on_epoch=on_epoch, resume_from=last_checkpoint())
+    else:
+        trial_dir = tune.get_context().get_trial_dir()  # Ray Train's run state goes beside the trial's
+        record = run_data_parallel(
+            payload["trial_config"], workers, arrays, on_epoch, resume_from=last_checkpoint(), storage_path=trial_dir
+        )
     final = {
         **static,
         **{name: record.get(name) for name in REPORTED_METRICS if record.get(name) is not None},
@@ -262,23 +274,6 @@ def init_ray(num_cpus: int | None = None) -> str:
     return "local (127.0.0.1)"
 
 
-def check_data(space: Space, space_ref: str) -> None:
-    """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
-    try:
-        require_local_data(space.data)
-    except DataNotFoundError as exc:
-        offline = next((name for name in ("cpu", "smoke") if name in space.profiles), None)
-        hint = (
-            (
-                f" To try the space without it, run its `{offline}` profile on embedded or generated data: "
-                f"`make sweep SPACE={space_ref} PROFILE={offline}`."
-            )
-            if offline
-            else ""
-        )
-        raise DataUnavailableError(f"{exc}{hint}") from exc
-
-
 def short_trial_name(trial) -> str:
     """Tune's default names embed the whole config; ours are the trial id."""
     return trial.trial_id
@@ -287,6 +282,37 @@ def short_trial_name(trial) -> str:
 def new_sweep_id(plan: Plan) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}-{os.urandom(2).hex()}"
+
+
+# --- resources -------------------------------------------------------------------------------------------
+
+
+def trial_resources(resources: Resources) -> tuple[dict, dict]:
+    """What Tune reserves for each trial, and the extra parameters ``tune_trial`` gets.
+
+    One worker: the trial's CPUs and GPUs, for the process that trains. Several: the trial's process only
+    drives them, so Tune reserves :data:`~workers.distributed.DRIVER_CPUS` for it, and Ray Train reserves
+    the workers' shares (its own placement group, outside Tune's). Reserving them in Tune's placement
+    group as well would count them twice, and a 2-CPU machine could never start a 2-worker trial.
+    """
+    if resources.workers_per_trial == 1:
+        return {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}, {}
+    plan = WorkerPlan.split(resources.cpus_per_trial, resources.gpus_per_trial, resources.workers_per_trial)
+    return {"cpu": DRIVER_CPUS}, {"workers": plan}
+
+
+def concurrent_trials(resources: Resources) -> int | None:
+    """``max_concurrent_trials``: the space's; else, for data-parallel trials, as many as the cluster's
+    CPUs and GPUs hold whole trials (at least 1). Tune would otherwise start a driver for every trial at
+    once (each reserves only :data:`~workers.distributed.DRIVER_CPUS`), and their Ray Train runs would
+    wait on one another for workers."""
+    if resources.max_concurrent_trials is not None or resources.workers_per_trial == 1:
+        return resources.max_concurrent_trials
+    cluster = ray.cluster_resources()
+    fits = [cluster.get("CPU", 0.0) // resources.cpus_per_trial]
+    if resources.gpus_per_trial > 0:
+        fits.append(cluster.get("GPU", 0.0) // resources.gpus_per_trial)
+    return max(1, int(min(fits)))
 
 
 # --- running ---------------------------------------------------------------------------------------------
@@ -307,15 +333,16 @@ def run_sweep(
     Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
     actor is still starting to an idle cached actor instead, wherever that one is.
     """
-    check_data(plan.space, space_ref)
+    validation.check_data(plan.space, space_ref)
     results_dir = Path(results_dir).resolve()
     sweep_id = new_sweep_id(plan)
     started = time.monotonic()
     where = init_ray()
     log.info("ray: %s", where)
     arrays = load_arrays(plan.space.data)  # once, on the driver; trials read it from the object store
-    resources = {"cpu": plan.space.resources.cpus_per_trial, "gpu": plan.space.resources.gpus_per_trial}
-    trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays), resources)
+    resources, parameters = trial_resources(plan.space.resources)
+    trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
+    data_parallel = "workers" in parameters
     grid = plan.space.search.kind == "grid"
     total = len(plan.trials()) if grid else plan.space.search.num_trials
     sink = ParquetSink(results_dir, sweep_id)
@@ -338,10 +365,12 @@ def run_sweep(
             search_alg=None if grid else make_searcher(plan),
             scheduler=make_scheduler(plan),
             num_samples=1 if grid else plan.space.search.num_trials,
-            max_concurrent_trials=plan.space.resources.max_concurrent_trials,
+            max_concurrent_trials=concurrent_trials(plan.space.resources),
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
-            reuse_actors=reuse_actors,
+            # A data-parallel trial's process only drives its workers (fresh processes either way), and
+            # a fresh one per trial takes its Ray Train run down with it when Tune stops the trial.
+            reuse_actors=reuse_actors and not data_parallel,
             trial_name_creator=short_trial_name,
             trial_dirname_creator=short_trial_name,
         ),

@@ -10,7 +10,8 @@ from sweep.adaptive import next_round, open_verdicts
 from sweep.cli import main
 from sweep.importer import import_file
 from sweep.plan import make_plan
-from sweep.space import SPACES_DIR_ENV, load_space
+from sweep.space import SPACES_DIR_ENV
+from sweep.space_loader import load_space
 from tests.test_analysis import trial_row
 from tests.test_metrics import write_csv
 

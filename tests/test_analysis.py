@@ -15,7 +15,7 @@ from sweep.importer import ImportRejected, import_file
 from sweep.report import write_report
 from sweep.sql import run_query
 
-VIEWS = Path(__file__).resolve().parent.parent / "results" / "views.sql"
+VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
 COLUMNS = ["space", "config_id", "seed", "is_baseline", "family", "depth", "num_heads", "head_dim", "embed_dim",
            "mlp_dim", "status", "top1", "params", "train_samples_per_s", "infer_samples_per_s", "peak_mem_bytes",
            "kappa_mean"]  # fmt: skip

@@ -195,7 +195,7 @@ def test_pretraining_then_fine_tuning_learns_the_generated_task():
 @pytest.mark.parametrize("profile", ["paper", "breaks", "smoke"])
 def test_every_profile_validates_and_plans(profile):
     from sweep.plan import make_plan
-    from sweep.space import load_space
+    from sweep.space_loader import load_space
 
     plan = make_plan(*load_space("crammed_bert", profile))
     assert plan.configs and sum(c.is_baseline for c in plan.configs) == 1

@@ -15,7 +15,7 @@ from ray import tune
 from sweep.cli import main
 from sweep.errors import ResultsError
 from sweep.plan import make_plan
-from sweep.space import load_space
+from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.tuner import run_sweep
 

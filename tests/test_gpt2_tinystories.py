@@ -15,7 +15,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from sweep.cli import main
 from sweep.importer import import_file
 from sweep.plan import make_plan
-from sweep.space import load_space
+from sweep.space_loader import load_space
 from sweep.sql import run_query
 from tests.helpers import assert_tables_agree
 from tests.test_analysis import trial_row

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from sweep.cli import main
 from sweep.plan import make_plan
-from sweep.space import load_space
+from sweep.space_loader import load_space
 from sweep.sql import run_query
 
 ROOT = Path(__file__).resolve().parent.parent

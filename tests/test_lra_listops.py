@@ -11,7 +11,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.plan import make_plan
-from sweep.space import load_space
+from sweep.space_loader import load_space
 from sweep.sql import run_query
 
 SWEEP = str(Path(sys.executable).parent / "sweep")

@@ -7,7 +7,7 @@ import pytest
 from sweep.cli import main
 from sweep.errors import SpaceError, UnknownSpaceError
 from sweep.plan import make_plan
-from sweep.space import load_space, shipped_spaces
+from sweep.space_loader import load_space, shipped_spaces
 
 SHIPPED = sorted(shipped_spaces())
 
@@ -260,3 +260,83 @@ def test_every_optuna_profile_survives_the_pickling_tune_does():
             searcher = pickle.loads(pickle.dumps(make_searcher(make_plan(space_name, space, chosen))))
             checked.append((name, chosen, type(searcher._sampler).__name__))
     assert ("local_digits", "optuna", "NSGAIISampler") in checked
+
+
+# --- family variants from the registry -------------------------------------------------------------------
+
+
+def test_a_variant_fills_the_models_fields_from_the_registry(tmp_path):
+    """``model.variant`` takes its sizes from workers.models.VARIANTS (timm's shapes); fields the file gives
+    win, and a profile can override them like any other."""
+    from workers.models import VARIANTS
+
+    text = VALID.replace(
+        "model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}",
+        "model: {variant: tnt_b_patch16_224, mlp_dim: 1280, patch_size: 2}",
+    ).replace("{axes}", "axes: {depth: [1, 2], num_heads: [5, 10]}")
+    text = text.replace("baseline: {depth: 2, num_heads: 4}", "baseline: {depth: 2, num_heads: 10}")
+    text = text.replace("max_steps: 2}}", "max_steps: 2}, model: {embed_dim: 320}}")
+    _, space, _ = load_space(str(write_space(tmp_path, text)))
+    tnt = VARIANTS["tnt_b_patch16_224"]
+    assert (space.model.family, space.model.embed_dim, space.model.inner_dim) == ("tnt", 640, tnt["inner_dim"])
+    assert space.model.qkv_bias is False and space.model.mlp_dim == 1280  # the file's own value wins
+    assert load_space(str(write_space(tmp_path, text)), "smoke")[1].model.embed_dim == 320
+
+
+def test_an_unknown_variant_is_one_issue_with_the_close_names(tmp_path):
+    text = VALID.replace("model: {family: vit,", "model: {variant: deit_base_patch16_244, family: vit,")
+    with pytest.raises(SpaceError) as caught:
+        load_space(str(write_space(tmp_path, text.replace("{axes}", DEFAULT_AXES.replace("2, 3, 4", "2, 4")))))
+    [issue] = caught.value.issues
+    assert issue.path == "model" and "did you mean deit_base_patch16_224" in issue.rule
+
+
+# --- shared recipes ---------------------------------------------------------------------------------------
+
+
+RECIPE = """
+seeds: [0]
+data: {name: digits}
+train: {epochs: 1, max_steps: 4, batch_size: 32, warmup_steps: 1, lr: 3.0e-3}
+probes: {kappa_samples: 2, throughput_steps: 1, latency_iters: 1}
+resources: {cpus_per_trial: 1}
+profiles:
+  smoke: {description: even smaller, train: {max_steps: 2, batch_size: 16}}
+"""
+
+EXTENDING = """
+extends: {recipe}
+question: a space that shares its recipe
+model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
+axes: {depth: [1, 2], num_heads: [2, 4]}
+baseline: {depth: 2, num_heads: 4}
+train: {lr: 1.0e-3}
+profiles:
+  smoke: {train: {batch_size: 8}}
+"""
+
+
+def write_recipe(tmp_path, name="tiny_cpu", text=RECIPE):
+    (tmp_path / "recipes").mkdir(exist_ok=True)
+    (tmp_path / "recipes" / f"{name}.yaml").write_text(textwrap.dedent(text))
+
+
+def test_a_space_extends_a_recipe_key_by_key(tmp_path):
+    write_recipe(tmp_path)
+    path = write_space(tmp_path, EXTENDING.replace("{recipe}", "tiny_cpu"))
+    _, space, _ = load_space(str(path))
+    assert (space.train.lr, space.train.max_steps, space.seeds, space.data.name) == (1.0e-3, 4, [0], "digits")
+    _, smoke, _ = load_space(str(path), "smoke")  # the recipe's profile, with the space's own override on top
+    assert (smoke.train.max_steps, smoke.train.batch_size, smoke.train.lr) == (2, 8, 1.0e-3)
+
+
+def test_recipes_chain_and_a_loop_or_an_unknown_name_is_one_issue(tmp_path):
+    write_recipe(tmp_path, "base", RECIPE)
+    write_recipe(tmp_path, "faster", "extends: base\ntrain: {max_steps: 3}\n")
+    _, space, _ = load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "faster"))))
+    assert (space.train.max_steps, space.train.batch_size) == (3, 32)
+    write_recipe(tmp_path, "base", "extends: faster\n")
+    with pytest.raises(SpaceError, match=r"extends: recipes extend each other in a loop \(space → faster → base"):
+        load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "faster"))))
+    with pytest.raises(SpaceError, match=r"extends: must name a recipe that exists.*did you mean faster"):
+        load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "fastr"))))

@@ -18,7 +18,7 @@ from scipy import stats
 from sweep.schema import SCHEMAS, table_from_rows
 from sweep.sql import connect, run_query
 
-VIEWS = Path(__file__).resolve().parent.parent / "results" / "views.sql"
+VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
 DUCKDB_SHELL = Path(sys.executable).parent / "duckdb"
 
 # --- writing trials rows ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import ray
 from ray import tune
 
 from sweep.plan import make_plan
-from sweep.space import load_space
+from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.tuner import run_sweep
 

@@ -322,7 +322,12 @@ class DataSpec(StrictModel):
     )
     val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="digits only: held-out share")
     split_seed: int = Field(default=0, description="digits only: fixed split, shared by every trial")
-    num_workers: int = Field(default=2, ge=0, description="DataLoader workers for on-disk data sets")
+    num_workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="DataLoader worker processes for on-disk data sets (imagefolder); None: the trial's CPUs "
+        "minus one for the training process (workers.data.loader_settings); sweep/trial --data-workers sets it",
+    )
     limit_train: int | None = Field(default=None, ge=1, description="use only the first N training images")
     limit_val: int | None = Field(default=None, ge=1, description="use only the first N validation images")
     seq_len: int | None = Field(
@@ -438,6 +443,11 @@ class TrainSpec(StrictModel):
     """Recipe: AdamW, linear warm-up then cosine decay (per step), label smoothing, gradient clipping.
 
     The budget is ``epochs``, or ``max_steps`` when set (then epochs is an upper bound).
+
+    Speed options (``workers/train.py`` applies them): ``compile`` runs the training step's forward and
+    backward through ``torch.compile`` (evaluation and probes stay eager); ``channels_last`` stores 4-D
+    weights and image batches channels-last (sequence models have none, so it changes nothing there).
+    AdamW is fused on CUDA whenever every parameter is there; that needs no option.
     """
 
     epochs: int = Field(default=30, ge=1)
@@ -452,22 +462,43 @@ class TrainSpec(StrictModel):
     grad_clip_norm: float | None = Field(default=1.0, gt=0.0)
     amp_bf16: bool = Field(default=True, description="bf16 autocast; applies on CUDA only")
     deterministic: bool = True
+    compile: bool = Field(
+        default=False,
+        description="torch.compile the model for training steps; the first compiled step's wall time is compile_s",
+    )
+    channels_last: bool = Field(
+        default=False, description="image models: channels-last memory format for 4-D weights and image batches"
+    )
     finetune: FinetuneSpec | None = Field(
         default=None, description="masked LMs: the GLUE fine-tuning recipe after pretraining (None: cramming's)"
     )
 
     @model_serializer(mode="wrap")
-    def _dump_without_unset_finetune(self, handler):
-        """Without ``finetune`` when it is unset, so recipes (and the config ids hashed from them) stay what
-        they were before the field existed."""
+    def _dump_without_unset_options(self, handler):
+        """Without ``finetune`` when it is unset, nor ``compile`` / ``channels_last`` when off, so recipes
+        (and the config ids hashed from them) stay what they were before those fields existed. Set, they are
+        part of the id: compiled kernels and memory formats change the floating-point results slightly."""
         dumped = handler(self)
-        if isinstance(dumped, dict) and self.finetune is None:
-            dumped.pop("finetune", None)
+        if isinstance(dumped, dict):
+            if self.finetune is None:
+                dumped.pop("finetune", None)
+            for name in ("compile", "channels_last"):
+                if not getattr(self, name):
+                    dumped.pop(name, None)
         return dumped
 
 
 class ProbeSpec(StrictModel):
-    """Measurement settings. κ is probed on a fixed batch of validation images."""
+    """Measurement settings. κ is probed on a fixed batch of validation images.
+
+    ``throughput_warmup_steps`` is also the training throughput's warm-up (steps left out of the timed
+    window at the start of each attempt). For the end-of-trial probes (inference throughput, batch-1 and
+    per-token latency) it, ``throughput_steps`` and ``latency_iters`` are maxima: with
+    ``probe_time_fraction`` set, those probes together may spend that fraction of the trial's ``train_s``,
+    and each runs as many of its iterations as fit in its share, timed from its first pass, never fewer than
+    two timed ones (``workers/probes/throughput.py``: ``iteration_counts``). None: always the maxima.
+    ``probe_time_fraction`` is left out of the dump at its default, so config ids hashed before it existed
+    stay what they were (it changes how many passes a probe averages over, not what it measures)."""
 
     kappa_samples: int = Field(default=16, ge=1)
     kappa_every_epochs: int = Field(default=1, ge=0, description="0: only after training")
@@ -475,6 +506,22 @@ class ProbeSpec(StrictModel):
     throughput_steps: int = Field(default=10, ge=1)
     latency_iters: int = Field(default=20, ge=1)
     memory: bool = True
+    probe_time_fraction: float | None = Field(
+        default=0.02,
+        gt=0.0,
+        le=1.0,
+        description="end-of-trial probes' time, all together, as a share of train_s; None: no bound",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump_without_default_time_fraction(self, handler):
+        dumped = handler(self)
+        if isinstance(dumped, dict) and self.probe_time_fraction == DEFAULT_PROBE_TIME_FRACTION:
+            dumped.pop("probe_time_fraction", None)
+        return dumped
+
+
+DEFAULT_PROBE_TIME_FRACTION = ProbeSpec.model_fields["probe_time_fraction"].default
 
 
 class TrialConfig(StrictModel):

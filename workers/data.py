@@ -15,9 +15,9 @@ Language-model data (MQAR, TinyStories; ``workers/lm_data.py`` defines them) has
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from workers import listops, lm_data
 from workers.config import LM_DATA_SETS, MLM_DATA_SETS, SEQUENCE_DATA_SETS, DataSpec, ListOpsSpec, MQARSpec, TextSpec
+from workers.data_common import DataMeta, DataNotFoundError, keep_first_rows, require_same_length
 
 if TYPE_CHECKING:  # workers.mlm_data imports this module; it is imported where used
     from workers.mlm_data import MLMBatches, MLMSplits
@@ -39,11 +40,6 @@ LRA_ROOT_ENV = listops.LRA_ROOT_ENV
 TINYSTORIES_ROOT_ENV = lm_data.TINYSTORIES_ROOT_ENV
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
-
-
-class DataNotFoundError(FileNotFoundError):
-    """A data set that must be on local disk is not there. The message says where it looked and how to
-    point the tool elsewhere; the tool never downloads."""
 
 
 @dataclass(frozen=True)
@@ -336,16 +332,6 @@ def load_tinystories_arrays(spec: DataSpec) -> LMSplits:
     return keep_first_rows(splits, spec)
 
 
-def keep_first_rows(splits, spec: DataSpec):
-    """Token splits (:class:`SequenceSplits`, :class:`LMSplits`) with only the first ``limit_train`` rows of
-    every ``*_train`` array and the first ``limit_val`` rows of every ``*_eval`` array."""
-    train, held_out = slice(spec.limit_train), slice(spec.limit_val)
-    arrays = {field.name: getattr(splits, field.name) for field in dataclasses.fields(splits)}
-    kept = {name: value[train] for name, value in arrays.items() if name.endswith("_train")}
-    kept |= {name: value[held_out] for name, value in arrays.items() if name.endswith("_eval")}
-    return dataclasses.replace(splits, **kept)
-
-
 def load_arrays(spec: DataSpec) -> ArraySplits | SequenceSplits | LMSplits | MLMSplits | None:
     """The in-memory splits for ``spec`` (:class:`SequenceSplits` for token sequences, :class:`LMSplits` for
     language-model data, ``workers.mlm_data.MLMSplits`` for masked-LM data), or None for on-disk image data
@@ -389,25 +375,6 @@ def limit_splits(splits: ArraySplits, spec: DataSpec) -> ArraySplits:
 
 
 # --- batches ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DataMeta:
-    """What the model needs to know about the data: its input shape and number of classes.
-
-    Token sequences set ``seq_len`` (tokens per sample, padding included) and ``vocab_size``; their
-    ``in_chans`` and ``img_size`` are placeholders (1), not read for sequence models. ``val_size`` counts the
-    held-out split scored (``eval_split``). Language-model data also names its tokenizer (``tokenizer``: see
-    :class:`LMSplits`; None for generated ids)."""
-
-    num_classes: int
-    in_chans: int
-    img_size: int
-    train_size: int
-    val_size: int
-    seq_len: int | None = None
-    vocab_size: int | None = None
-    tokenizer: str | None = None
 
 
 class TensorBatches:
@@ -456,15 +423,6 @@ class TensorBatches:
     def probe_images(self, count: int) -> torch.Tensor:
         """The first ``count`` validation images: a fixed batch, the same for every trial and epoch."""
         return self.x_val[:count]
-
-
-def require_same_length(splits, spec: DataSpec) -> None:
-    """Token arrays loaded for one ``seq_len`` cannot serve a config that asks for another."""
-    if spec.seq_len is not None and spec.seq_len != splits.seq_len:
-        raise ValueError(
-            f"the loaded {splits.name} arrays have seq_len={splits.seq_len}, but the config asks for "
-            f"seq_len={spec.seq_len}; load them again for this config"
-        )
 
 
 class SequenceBatches:
@@ -581,14 +539,95 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int 
     return cropped
 
 
+# Batches each DataLoader worker keeps decoded ahead (torch's default is 2). JPEG decode times vary from image
+# to image; a deeper queue absorbs that, and N workers × 4 batches of 224 px images is still small.
+LOADER_PREFETCH_BATCHES = 4
+
+
+def loader_workers(num_workers: int | None, cpus: int) -> int:
+    """DataLoader worker processes: ``num_workers`` when given (``data.num_workers``, ``--data-workers``),
+    else the trial's ``cpus`` minus one, the one left for the training process (1 CPU: 0 workers, so the
+    training process loads the data itself)."""
+    return max(cpus - 1, 0) if num_workers is None else num_workers
+
+
+def loader_settings(num_workers: int | None, cpus: int, device_type: str) -> dict:
+    """Keyword arguments for an on-disk data set's ``torch.utils.data.DataLoader``.
+
+    - ``num_workers``: :func:`loader_workers`;
+    - ``pin_memory``: on CUDA only, so batches are copied to the device asynchronously (page-locked host
+      memory is useless without a device to copy to);
+    - ``persistent_workers`` and ``prefetch_factor`` (:data:`LOADER_PREFETCH_BATCHES` batches per worker):
+      only with workers (torch rejects them without); workers outlive an epoch, so an epoch does not start
+      by forking and importing again.
+    """
+    workers = loader_workers(num_workers, cpus)
+    settings: dict = {"num_workers": workers, "pin_memory": device_type == "cuda"}
+    if workers > 0:
+        settings.update(persistent_workers=True, prefetch_factor=LOADER_PREFETCH_BATCHES)
+    return settings
+
+
+class SeededSamples(torch.utils.data.Dataset):
+    """A training set whose random augmentation is a function of (epoch seed, sample index) alone.
+
+    Keys are ``(index, epoch_seed)`` pairs (from :class:`EpochSeededSampler`); before transforming sample
+    ``index`` the Python and torch random streams (those timm's and torchvision's transforms draw from) are
+    seeded from the pair, and restored afterwards, so loading in the training process (0 workers) leaves the
+    trial's own streams (dropout, drop-path) as they were. Hence the same images reach the model whatever the
+    number of workers, and persistent workers (whose streams a checkpoint cannot hold) do not make a resumed
+    trial differ from an uninterrupted one.
+    """
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]):
+        index, epoch_seed = key
+        sample_seed = (epoch_seed * 1_000_003 + index) % 2**63
+        python_state = random.getstate()
+        random.seed(sample_seed)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(sample_seed)
+                return self.dataset[index]
+        finally:
+            random.setstate(python_state)
+
+
+class EpochSeededSampler(torch.utils.data.Sampler):
+    """``(index, epoch_seed)`` keys for :class:`SeededSamples`: each epoch draws a seed and a permutation from
+    ``generator`` (the trial's data generator, whose state a checkpoint holds), in the training process."""
+
+    def __init__(self, size: int, generator: torch.Generator):
+        self.size = size
+        self.generator = generator
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        epoch_seed = int(torch.randint(0, 2**62, (), generator=self.generator))
+        for index in torch.randperm(self.size, generator=self.generator).tolist():
+            yield index, epoch_seed
+
+
 class FolderBatches:
     """ImageNet-style ``root/train/<class>/*`` and ``root/val/<class>/*`` through a DataLoader.
 
     Training uses timm's standard transform (random-resized crop, flip, colour jitter, ImageNet
     normalisation); validation resizes and centre-crops (timm's eval transform, crop 0.875).
+
+    Loader settings follow :func:`loader_settings` with ``cpus``: the trial's CPUs, by default its torch
+    thread count (``execute`` sets that from the config's ``threads``, which the sweep sets to the space's
+    ``resources.cpus_per_trial``). One training and one validation loader are kept per batch size, so their
+    workers persist across epochs. Training batches are augmented per sample as :class:`SeededSamples` says.
     """
 
-    def __init__(self, spec: DataSpec, device: torch.device):
+    def __init__(self, spec: DataSpec, device: torch.device, cpus: int | None = None):
         from timm.data import create_transform
         from torchvision.datasets import ImageFolder
 
@@ -596,6 +635,7 @@ class FolderBatches:
         self.img_size = spec.img_size or 224
         self.device = device
         self.spec = spec
+        self.settings = loader_settings(spec.num_workers, cpus or torch.get_num_threads(), device.type)
         self.train_set = ImageFolder(str(root / "train"), create_transform(self.img_size, is_training=True))
         self.val_set = ImageFolder(str(root / "val"), create_transform(self.img_size, is_training=False))
         if self.train_set.classes != self.val_set.classes:
@@ -608,6 +648,8 @@ class FolderBatches:
         if spec.limit_val:
             self.val_set = torch.utils.data.Subset(self.val_set, range(min(spec.limit_val, len(self.val_set))))
         self._probe: torch.Tensor | None = None
+        self._train_loaders: dict[int, tuple[torch.utils.data.DataLoader, EpochSeededSampler]] = {}
+        self._val_loaders: dict[int, torch.utils.data.DataLoader] = {}
 
     @property
     def num_classes(self) -> int:
@@ -621,24 +663,31 @@ class FolderBatches:
     def steps_per_epoch(self, batch_size: int) -> int:
         return len(self.train_set) // batch_size
 
-    def _loader(self, dataset, batch_size: int, shuffle: bool, generator=None):
-        return torch.utils.data.DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            drop_last=shuffle,
-            generator=generator,
-            num_workers=self.spec.num_workers,
-            pin_memory=self.device.type == "cuda",
-            persistent_workers=False,
-        )
+    def _loader(self, dataset, batch_size: int, **options) -> torch.utils.data.DataLoader:
+        # The loader's own generator only seeds its workers' streams, which SeededSamples reseeds per sample;
+        # a fixed one keeps the loader from drawing on the trial's global torch stream.
+        base_seed = torch.Generator().manual_seed(0)
+        settings = {**self.settings, **options}
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, generator=base_seed, **settings)
+
+    def train_loader(self, batch_size: int, generator: torch.Generator) -> torch.utils.data.DataLoader:
+        """The (persistent) training loader for ``batch_size``; its next epoch draws from ``generator``."""
+        if batch_size not in self._train_loaders:
+            sampler = EpochSeededSampler(len(self.train_set), generator)
+            loader = self._loader(SeededSamples(self.train_set), batch_size, sampler=sampler, drop_last=True)
+            self._train_loaders[batch_size] = (loader, sampler)
+        loader, sampler = self._train_loaders[batch_size]
+        sampler.generator = generator  # read in this process when an epoch's iteration starts
+        return loader
 
     def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
-        for images, labels in self._loader(self.train_set, batch_size, True, generator):
+        for images, labels in self.train_loader(batch_size, generator):
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 
     def val_batches(self, batch_size: int) -> Iterator[tuple]:
-        for images, labels in self._loader(self.val_set, batch_size, False):
+        if batch_size not in self._val_loaders:
+            self._val_loaders[batch_size] = self._loader(self.val_set, batch_size, shuffle=False)
+        for images, labels in self._val_loaders[batch_size]:
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 
     def probe_images(self, count: int) -> torch.Tensor:

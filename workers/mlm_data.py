@@ -75,7 +75,7 @@ import torch
 from workers import glue as glue_files
 from workers import lm_data
 from workers.config import CorpusSpec, DataSpec, GlueSpec
-from workers.data import DataMeta, DataNotFoundError, keep_first_rows, require_same_length
+from workers.data_common import DataMeta, DataNotFoundError, keep_first_rows, require_same_length
 from workers.listops import CACHE_DIR_ENV, DEFAULT_CACHE_ROOT, _atomic_file
 
 if TYPE_CHECKING:

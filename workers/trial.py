@@ -36,7 +36,12 @@ from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
 from workers.probes.memory import live_storage_bytes, peak_train_step_memory, resident_tensors, training_step_tensors
 from workers.probes.params import param_breakdown
-from workers.probes.throughput import batch1_latency_ms, generated_token_latency_ms, inference_throughput
+from workers.probes.throughput import (
+    batch1_latency_ms,
+    generated_token_latency_ms,
+    inference_throughput,
+    share_of_budget,
+)
 from workers.train import (
     DivergedError,
     EpochStats,
@@ -244,21 +249,29 @@ def train_loop(
     loop: LoopState,
     generator: torch.Generator,
 ):
-    """Epochs until the step budget is spent: train, evaluate, probe κ, report (with a resumable state)."""
+    """Epochs until the step budget is spent: train, evaluate, probe κ, report (with a resumable state).
+
+    Training throughput's window leaves out the first ``probes.throughput_warmup_steps`` steps of each
+    attempt: a resumed trial starts cold (a new process, caches and allocator empty) and warms up again.
+    ``eval_s``: wall seconds of the per-epoch evaluations, summed over the trial (every attempt)."""
     fields = record.fields
     probe_images = data.probe_images(cfg.probes.kappa_samples)
+    attempt_timed_s = 0.0  # this attempt's steady-state seconds; 0 until its warm-up is done
     while ctx.step < ctx.total_steps:
         loop.epoch += 1
         epoch = loop.epoch
-        warmup_left = cfg.probes.throughput_warmup_steps if loop.timed_s == 0 else 0
+        warmup_left = cfg.probes.throughput_warmup_steps if attempt_timed_s == 0 else 0
         epoch_start = time.perf_counter()
         stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
         loop.train_s += time.perf_counter() - epoch_start
         loop.timed_samples += stats.timed_samples
         loop.timed_s += stats.timed_s
+        attempt_timed_s += stats.timed_s
+        eval_start = time.perf_counter()
         scores = evaluate(
             ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train, spec.seq_len is not None
         )
+        fields["eval_s"] = fields.get("eval_s", 0.0) + time.perf_counter() - eval_start
         last_epoch = ctx.step >= ctx.total_steps
         kappa_rows: list[dict] = []
         if last_epoch or (cfg.probes.kappa_every_epochs and epoch % cfg.probes.kappa_every_epochs == 0):
@@ -274,6 +287,7 @@ def train_loop(
             steps_run=ctx.step,
             train_s=loop.train_s,
             kappa_probe_s=loop.kappa_s,
+            **ctx.timing_fields(),  # data_wait_fraction, compile_s (workers/train.py defines them)
         )
         if kappa_rows:
             fields.update(summarise_kappa(kappa_rows))
@@ -312,14 +326,22 @@ def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict
 def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: TrialRecord) -> None:
     """Peak memory of one more training step, inference throughput and batch-1 latency (and, for token
     sequences, throughput in tokens/s: samples/s × seq_len, the positions the model processes, padding
-    included).
+    included; for causal LMs, latency per generated token).
 
     ``peak_mem_bytes`` follows ``workers/probes/memory.py``: the step's own needs, gradients set to None
     first so the step allocates (and the probe counts) them once, resident data left out.
     ``resident_data_bytes``: the bytes of the distinct tensor storages the batch source holds on the trial's
     device (``resident_tensors``: whole splits kept there, cached masks and probe batches); 0 for a loader
-    that holds none."""
+    that holds none.
+
+    Time bound: these probes together may spend ``probes.probe_time_fraction`` × ``train_s`` (None: no
+    bound). The memory step is one step whatever it costs; each later probe gets an even share of what is
+    left (``share_of_budget``) and runs as many passes as fit in it, at least two timed ones
+    (``workers/probes/throughput.py``). ``end_probes_s``: wall seconds of this whole function."""
     fields = record.fields
+    started = time.perf_counter()
+    fraction = cfg.probes.probe_time_fraction
+    total_s = fraction * (fields.get("train_s") or 0.0) if fraction is not None else None
     generator = torch.Generator().manual_seed(cfg.seed + 1)
     inputs, labels = next(iter(data.train_batches(cfg.train.batch_size, generator)))
     resident = resident_tensors(data)
@@ -331,24 +353,25 @@ def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: Tr
         fields.update(peak_mem_bytes=peak, peak_mem_method=method, peak_mem_batch_size=cfg.train.batch_size)
     eval_inputs = next(iter(data.val_batches(cfg.train.eval_batch_size)))[0]
     autocast = lambda: autocast_for(ctx.device, cfg.train)  # noqa: E731
+    generates = hasattr(ctx.model, "generate")  # causal LMs: latency per generated token, batch 1
+    probes = 3 if generates else 2  # timed probes below, each budgeted when it starts
+    budget_s = lambda left: share_of_budget(total_s, time.perf_counter() - started, left)  # noqa: E731
+    warmup = cfg.probes.throughput_warmup_steps
     fields["infer_samples_per_s"] = inference_throughput(
-        ctx.model, eval_inputs, cfg.probes.throughput_warmup_steps, cfg.probes.throughput_steps, autocast
+        ctx.model, eval_inputs, warmup, cfg.probes.throughput_steps, autocast, budget_s(probes)
     )
     fields["infer_batch_size"] = batch_size(eval_inputs)
     fields["latency_b1_ms"] = batch1_latency_ms(
-        ctx.model, head(eval_inputs, 1), cfg.probes.throughput_warmup_steps, cfg.probes.latency_iters, autocast
+        ctx.model, head(eval_inputs, 1), warmup, cfg.probes.latency_iters, autocast, budget_s(probes - 1)
     )
     seq_len = tokens_per_sample(eval_inputs)
     if seq_len is not None:
         fields["infer_tokens_per_s"] = fields["infer_samples_per_s"] * seq_len
-    if hasattr(ctx.model, "generate"):  # causal LMs: latency per generated token, batch 1
+    if generates:
         fields["token_latency_ms"] = generated_token_latency_ms(
-            ctx.model,
-            head(eval_inputs, 1)["input_ids"],
-            cfg.probes.throughput_warmup_steps,
-            cfg.probes.latency_iters,
-            autocast,
+            ctx.model, head(eval_inputs, 1)["input_ids"], warmup, cfg.probes.latency_iters, autocast, budget_s(1)
         )
+    fields["end_probes_s"] = time.perf_counter() - started
 
 
 def spec_for_data(spec: ModelSpec, meta: DataMeta) -> ModelSpec:
@@ -423,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the record as JSON here")
     parser.add_argument("--pdb", action="store_true", help="let exceptions through and open pdb at the failure")
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress on stderr")
+    parser.add_argument("--data-workers", type=int, help="DataLoader workers (sets data.num_workers)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
@@ -430,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.data_workers is not None:  # a machine setting: the config's identity does not change
+        config = {**config, "data": {**config.get("data", {}), "num_workers": args.data_workers}}
     if args.pdb:
         import pdb
 

@@ -2,7 +2,7 @@
 --
 -- Works in two places:
 --   sweep sql "FROM depth_edge"              (the tool creates the tables' globs over --results first)
---   duckdb -init results/views.sql          (plain DuckDB shell, run from the repository root)
+--   duckdb -init sweep/views.sql            (plain DuckDB shell, run from the folder that holds results/)
 --
 -- Each space is judged on its headline metric (`metric.name` in its YAML: top1, accuracy, val_loss, ...),
 -- whose value is each trial's `score`, in the metric's own units and direction (`metric_mode`: max when

@@ -1,0 +1,290 @@
+"""The rules a space must meet that span several keys, or need the shapes it enumerates, and the check
+that its data set is on this machine. Each rule returns every problem it finds as a
+:class:`~sweep.errors.ConfigIssue` (none raise), so a file's problems are all reported together.
+
+Rules about one section alone are pydantic validators on the models in ``sweep/space.py``.
+"""
+
+from __future__ import annotations
+
+from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
+from sweep.metrics import DATASET_METRICS, METRICS, direction_words, natural_mode, tolerance_unit
+from sweep.plan import (
+    FAMILY_KEYS,
+    VALUED_AXES,
+    Shape,
+    data_modality,
+    data_shape,
+    enumerate_shapes,
+    is_sequence_data,
+    model_fields,
+    resolve_baseline,
+)
+from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
+from workers.config import ModelSpec
+from workers.data import DataNotFoundError, require_local_data
+from workers.distributed import BatchSplitError, per_worker_batch
+from workers.models import get_family
+from workers.vocabulary import did_you_mean
+
+
+def space_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Every cross-field problem of a space that passed its models' own validation."""
+    return [*cross_field_issues(space, file), *batch_split_issues(space, file)]
+
+
+def batch_split_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """``train.batch_size`` is the global batch: with several workers per trial it must split evenly."""
+    try:
+        per_worker_batch(space.train.batch_size, space.resources.workers_per_trial)
+    except BatchSplitError as exc:
+        workers = space.resources.workers_per_trial
+        rule = f"must be divisible by resources.workers_per_trial={workers} (each worker trains on its share)"
+        return [ConfigIssue(file, "train.batch_size", rule, space.train.batch_size, str(exc).rsplit("; ", 1)[1])]
+    return []
+
+
+def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Rules that span several keys; every one found is returned (none raise)."""
+    issues: list[ConfigIssue] = []
+    add = lambda path, rule, value, fix: issues.append(ConfigIssue(file, path, rule, value, fix))  # noqa: E731
+
+    family_problems = family_list_issues(space, file)
+    issues += family_problems
+    for name in VALUED_AXES:
+        if not space.axis_values(name):
+            add(
+                f"axes.{name}",
+                f"{name} needs values: an axis or a fixed value under `model`",
+                None,
+                f"add axes.{name}: [...] or model.{name}: N",
+            )
+    if "fixed_head_dim" in space.head_dim_rule and not space.axis_values("head_dim"):
+        add(
+            "head_dim_rule",
+            "the fixed_head_dim rule needs head_dim values",
+            "fixed_head_dim",
+            "add axes.head_dim: [...] or model.head_dim: N",
+        )
+    if "fixed_head_dim" not in space.head_dim_rule and space.axes.head_dim is not None:
+        add(
+            "axes.head_dim",
+            "head_dim is derived (embed_dim / num_heads) under fixed_d_model; an axis is unused",
+            space.axes.values("head_dim"),
+            "remove axes.head_dim, or add fixed_head_dim to head_dim_rule",
+        )
+    for key in space.baseline:
+        if key not in AXIS_NAMES:
+            add(f"baseline.{key}", f"baseline keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+    for index, published in enumerate(space.published):
+        for key in published.shape:
+            if key not in AXIS_NAMES:
+                add(f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+    img_size = None if is_sequence_data(space.data) else data_shape(space.data)[0]
+    if img_size is not None and img_size % space.model.patch_size:
+        add(
+            "model.patch_size",
+            f"must divide the image size {img_size} of data set {space.data.name!r}",
+            space.model.patch_size,
+            f"choose a divisor of {img_size}, or set data.img_size",
+        )
+    issues += metric_issues(space, file)
+    issues += search_issues(space, file)
+    if space.resources.gpus_per_trial > 1 and space.resources.gpus_per_trial != int(space.resources.gpus_per_trial):
+        add(
+            "resources.gpus_per_trial",
+            "fractions are allowed below 1 GPU only",
+            space.resources.gpus_per_trial,
+            "use a fraction below 1 or a whole number",
+        )
+    if any(seed < 0 for seed in space.seeds):
+        add("seeds", "seeds must be >= 0", space.seeds, "use non-negative integers")
+    if not issues:
+        issues += shape_issues(space, file)
+    return issues
+
+
+def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Every family is registered and reads the data set's kind of input (images or token sequences);
+    with a family axis, model.family (the baseline's family) is one of it, and each family-specific fixed
+    field is taken by some family of it."""
+    issues: list[ConfigIssue] = []
+    known = known_families()
+    path = "axes.family" if space.axes.family else "model.family"
+    for name in dict.fromkeys([space.model.family, *space.families()]):
+        if name not in known:
+            hint = did_you_mean(name, known, n=2) + f"known: {', '.join(known)}"
+            issues.append(ConfigIssue(file, path, "must be a registered model family", name, hint))
+    if issues:
+        return issues
+    wanted = data_modality(space.data)
+    kind = {"sequence": "token sequences to classify", "causal_lm": "text for next-token prediction", "image": "images"}
+    for name in space.families():
+        reads = get_family(name).modality
+        if reads != wanted:
+            rule = f"family {name} reads {kind[reads]}, but data set {space.data.name!r} gives {kind[wanted]}"
+            issues.append(ConfigIssue(file, path, rule, name, f"use a family that reads {kind[wanted]}"))
+    if space.axes.family and space.model.family not in space.axes.family:
+        issues.append(
+            ConfigIssue(
+                file,
+                "model.family",
+                "names the baseline's family, so it must be one of axes.family",
+                space.model.family,
+                f"choose one of {', '.join(space.axes.family)}",
+            )
+        )
+    if len(space.families()) > 1:
+        for key in FAMILY_KEYS:
+            value = getattr(space.model, key)
+            if value is not None and not any(key in get_family(f).accepts for f in space.families()):
+                rule = "no family of axes.family takes it"
+                issues.append(ConfigIssue(file, f"model.{key}", rule, value, "remove it"))
+    return issues
+
+
+def reported_headline_metrics(space: Space) -> tuple[str, ...]:
+    """The headline metrics the space's data set reports (every known one for a data set not listed)."""
+    return DATASET_METRICS.get(space.data.name, tuple(METRICS))
+
+
+def metric_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """The headline metric is one the data set reports, judged in its own direction, with a tolerance."""
+    metric, reported = space.metric, reported_headline_metrics(space)
+    if metric.name not in reported:
+        hint = did_you_mean(metric.name, reported, n=2)
+        return [
+            ConfigIssue(
+                file,
+                "metric.name",
+                f"must be a metric that data set {space.data.name!r} reports",
+                metric.name,
+                hint + f"{space.data.name} reports: {', '.join(reported)}",
+            )
+        ]
+    issues, natural = [], natural_mode(metric.name)
+    if metric.mode != natural:
+        rule = f"must be {natural} for {metric.name} ({direction_words(natural)})"
+        issues.append(ConfigIssue(file, "metric.mode", rule, metric.mode, f"write mode: {natural}, or leave it out"))
+    if metric.tolerance is None:
+        unit = tolerance_unit(metric.name)
+        issues.append(
+            ConfigIssue(
+                file,
+                "metric.tolerance",
+                f"{metric.name} has no default tolerance: say how much worse than the baseline, in {unit}, "
+                "still counts as holding",
+                MISSING,
+                f"add metric.tolerance (in {unit}), chosen from the seed noise of {metric.name} on this data set",
+            )
+        )
+    return issues
+
+
+def unreported_issue(space: Space, file: str, path: str, name: str) -> list[ConfigIssue]:
+    """An objective or scheduler metric that is a headline metric the space's data set does not report."""
+    reported = reported_headline_metrics(space)
+    if name not in METRICS or name in reported:
+        return []
+    rule = f"data set {space.data.name!r} does not report this metric"
+    return [ConfigIssue(file, path, rule, name, f"use one it reports: {', '.join(reported)}")]
+
+
+def search_issues(space: Space, file: str) -> list[ConfigIssue]:
+    issues = []
+    objectives = getattr(space.search, "objectives", [])
+    for index, objective in enumerate(objectives):
+        issues += unreported_issue(space, file, f"search.objectives[{index}].metric", objective.metric)
+        if objective.metric not in REPORTED_METRICS:
+            issues.append(
+                ConfigIssue(
+                    file,
+                    f"search.objectives[{index}].metric",
+                    "no trial reports this metric",
+                    objective.metric,
+                    did_you_mean(objective.metric, REPORTED_METRICS, n=2) + f"reported: {', '.join(REPORTED_METRICS)}",
+                )
+            )
+    if space.scheduler.kind == "asha":
+        issues += unreported_issue(space, file, "scheduler.metric", space.scheduler.metric)
+    if space.scheduler.kind == "asha" and space.scheduler.metric not in EPOCH_METRICS:
+        issues.append(
+            ConfigIssue(
+                file,
+                "scheduler.metric",
+                "an early-stopping metric must be reported every epoch",
+                space.scheduler.metric,
+                f"use one of {', '.join(EPOCH_METRICS)}",
+            )
+        )
+    return issues
+
+
+def family_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIssue]:
+    """What the model families cannot build, over every shape, each (key path, rule) reported once."""
+    found: dict[tuple, ConfigIssue] = {}
+    for shape in shapes:
+        try:
+            spec = ModelSpec(**model_fields(space, shape))
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            reason = str(exc).splitlines()[-1]
+            issue = ConfigIssue(file, "model", "the model fields must agree", shape.as_dict(), reason)
+            found.setdefault(("model", issue.rule), issue)
+            continue
+        for problem in get_family(shape.family).problems(spec):
+            path = f"model.{problem.field}"
+            found.setdefault((path, problem.rule), ConfigIssue(file, path, problem.rule, problem.value, problem.fix))
+    return list(found.values())
+
+
+def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """The family can build every shape, at least one shape is left, and the baseline is one of them."""
+    shapes, removed = enumerate_shapes(space)
+    problems = family_issues(space, shapes, file)
+    if problems:
+        return problems
+    if not shapes:
+        reasons = sorted({r.reason.split(" ")[0] for r in removed})
+        return [
+            ConfigIssue(
+                file,
+                "axes",
+                "no configuration survives the rules and constraints",
+                f"{len(removed)} removed",
+                f"relax them (removed for: {', '.join(reasons)})",
+            )
+        ]
+    for family in space.families():
+        if resolve_baseline(space, shapes, family) is None:
+            why = next(
+                (r.reason for r in removed if all(r.combination.get(k) == v for k, v in space.baseline.items())),
+                "no axis value gives it",
+            )
+            where = f" of family {family}" if len(space.families()) > 1 else ""
+            return [
+                ConfigIssue(
+                    file,
+                    "baseline",
+                    f"the baseline is not among the space's configurations{where} ({why})",
+                    dict(space.baseline),
+                    "change the baseline or widen the axes to include it",
+                )
+            ]
+    return []
+
+
+def check_data(space: Space, space_ref: str) -> None:
+    """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
+    try:
+        require_local_data(space.data)
+    except DataNotFoundError as exc:
+        offline = next((name for name in ("cpu", "smoke") if name in space.profiles), None)
+        hint = (
+            (
+                f" To try the space without it, run its `{offline}` profile on embedded or generated data: "
+                f"`make sweep SPACE={space_ref} PROFILE={offline}`."
+            )
+            if offline
+            else ""
+        )
+        raise DataUnavailableError(f"{exc}{hint}") from exc

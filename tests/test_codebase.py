@@ -1,0 +1,84 @@
+"""The codebase's shape: the layering a newcomer relies on, checked rather than hoped for."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function (a lazy import still makes a cycle)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """The package's modules (subpackages included) and the ones of them each imports."""
+    modules = {module_name(path): path for path in (ROOT / package).rglob("*.py")}
+    return {name: {m for m in imported_modules(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path that ends where it starts, or None (depth-first search)."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                return [*trail[trail.index(target) :], target] if target in trail else [node, target]
+            if target not in state and (cycle := visit(target, [*trail, target])):
+                return cycle
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [start])):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("package", ["sweep", "workers"])
+def test_no_import_cycle(package):
+    assert find_cycle(import_graph(package)) is None
+
+
+def test_workers_never_import_the_driver():
+    """Trials must run where only ``workers`` is installed: the dependency points one way."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m.split(".")[0] == "sweep")
+        for path in (ROOT / "workers").rglob("*.py")
+    }
+    assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def test_the_facade_loads_lazily_and_names_real_functions():
+    code = (
+        "import sys, sweep; assert 'ray' not in sys.modules and 'torch' not in sys.modules, 'eager import';"
+        "from sweep import load_space, make_plan, run_query, SweepError;"
+        "name, space, profile = load_space('local_digits'); print(len(make_plan(name, space, profile).configs))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0

@@ -1,0 +1,115 @@
+"""`sweep run` as users run it, CLI included: every shipped space × profile gets as far as its Tuner (built
+and pickled into Tune's experiment state, where an unpicklable searcher crashed before any trial ran), and
+every search kind, sampler and scheduler runs a real trial through the CLI.
+
+(tests/test_spaces.py validates and plans every profile and pickles the Optuna searchers directly;
+tests/test_sweep_e2e.py checks what a grid and a random-sampler sweep record, through ``run_sweep``.)
+"""
+
+import textwrap
+
+import pytest
+import ray
+import ray.cloudpickle
+from ray import tune
+
+import sweep.cli
+import sweep.tuner
+import sweep.validation
+from sweep.cli import main
+from sweep.space_loader import load_space, shipped_spaces
+from sweep.sql import run_query
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One Ray for every run here; ``sweep run`` finds it initialised and uses it."""
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def every_profile() -> list[tuple[str, str | None]]:
+    pairs = []
+    for name in shipped_spaces():
+        _, space, _ = load_space(name)
+        pairs += [(name, None), *((name, profile) for profile in space.profiles)]
+    return pairs
+
+
+def tuner_state(results) -> dict:
+    """What Tune pickled when the Tuner was built (``tuner.pkl``), read back."""
+    (path,) = (results / "_tune").glob("*/tuner.pkl")
+    return ray.cloudpickle.loads(path.read_bytes())
+
+
+def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, local_ray, monkeypatch, capsys):
+    """``sweep run SPACE --profile P`` up to the moment trials would start. The data sets themselves are not
+    read (most live on a cluster's disks; their absence is a fast exit 2, tested in test_spaces.py), and
+    ``Tuner.fit`` is replaced by a no-op: what is checked is everything before it. Each results folder is
+    new, so the resume check is answered directly (it would build every analysis view, about a second,
+    63 times; the trial runs below go through it)."""
+    monkeypatch.setattr(sweep.validation, "check_data", lambda space, ref: None)
+    monkeypatch.setattr(sweep.cli, "recorded_pairs", lambda results, space: set())
+    monkeypatch.setattr(sweep.tuner, "load_arrays", lambda spec: None)
+    monkeypatch.setattr(tune.Tuner, "fit", lambda self: None)
+    checked = {}
+    for name, profile in every_profile():
+        results = tmp_path / f"{name}-{profile}"
+        args = ["run", name, "--results", str(results), "--quiet", *(["--profile", profile] if profile else [])]
+        assert main(args) == 0, (name, profile, capsys.readouterr().err)
+        _, space, _ = load_space(name, profile)
+        config = tuner_state(results)["_tune_config"]
+        if space.search.kind == "grid":
+            assert config.search_alg is None and config.num_samples == 1
+        else:  # the searcher, its sampler included, went through pickle and came back whole
+            sampler = type(config.search_alg._sampler).__name__
+            expected = {"tpe": "TPESampler", "random": "RandomSampler", "nsga2": "NSGAIISampler"}
+            assert sampler == expected[space.search.sampler]
+            assert config.num_samples == space.search.num_trials
+        scheduler = type(config.scheduler).__name__ if config.scheduler is not None else "none"
+        assert scheduler == {"none": "none", "asha": "AsyncHyperBandScheduler"}[space.scheduler.kind]
+        checked[(name, profile)] = (space.search.kind, scheduler)
+    capsys.readouterr()
+    kinds = set(checked.values())
+    assert ("optuna", "none") in kinds and ("grid", "AsyncHyperBandScheduler") in kinds  # both exercised
+    assert len(checked) == len(every_profile()) and len(checked) > len(shipped_spaces())
+
+
+# A space small enough that a trial takes about a second: d_model 16, one training step, a quarter of the
+# held-out digits, the cheapest probes. A profile for each search the shipped spaces use (a grid, under ASHA
+# as vit_b_fixed_mlp's `short`; Optuna's NSGA-II as local_digits' `optuna`) and for TPE, the default
+# sampler of a space's own `kind: optuna`. (The random sampler runs trials in tests/test_sweep_e2e.py.)
+TINY = """
+question: every search kind through the CLI
+model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
+axes: {depth: [1], num_heads: [2, 4]}
+baseline: {depth: 1, num_heads: 4}
+seeds: [0]
+data: {name: digits, limit_val: 90}
+train: {epochs: 1, max_steps: 1, batch_size: 32, warmup_steps: 0}
+probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, latency_iters: 1}
+resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
+profiles:
+  asha: {scheduler: {kind: asha, metric: top1, mode: max, grace_period_epochs: 1}}
+  nsga2: {search: {kind: optuna, sampler: nsga2, num_trials: 1, objectives: [{metric: top1, mode: max},
+                                                                            {metric: params, mode: min}]}}
+  tpe: {search: {kind: optuna, sampler: tpe, num_trials: 1}}
+"""
+# What each profile must leave in the results: trials and the statuses they may have (ASHA may stop the
+# second grid trial after its first epoch: pruned).
+TINY_EXPECTED = {"asha": (2, {"ok", "pruned"}), "nsga2": (1, {"ok"}), "tpe": (1, {"ok"})}
+
+
+@pytest.mark.parametrize("profile", list(TINY_EXPECTED))
+def test_each_search_kind_runs_a_trial_through_sweep_run(profile, tmp_path, local_ray):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(textwrap.dedent(TINY))
+    results = tmp_path / "results"
+    assert main(["run", str(path), "--profile", profile, "--results", str(results), "--quiet"]) == 0
+    columns, rows = run_query(results, "SELECT status, error, depth, num_heads, top1 FROM trials")
+    trials = [dict(zip(columns, row, strict=True)) for row in rows]
+    count, statuses = TINY_EXPECTED[profile]
+    assert len(trials) == count and {t["status"] for t in trials} <= statuses, trials
+    assert all((t["depth"], t["num_heads"]) in {(1, 2), (1, 4)} for t in trials)
+    assert all(0.0 <= t["top1"] <= 100.0 for t in trials if t["status"] == "ok")

@@ -126,10 +126,7 @@ def try_compile(variant: Variant) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    seed_everything(0, deterministic=False)
+def make_spec_and_batch(args) -> tuple[ModelSpec, tuple[torch.Tensor, torch.Tensor]]:
     spec = ModelSpec(
         depth=args.depth,
         num_heads=args.num_heads,
@@ -144,14 +141,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.randn(args.batch_size, 3, args.img_size, args.img_size, generator=generator),
         torch.randint(0, 10, (args.batch_size,), generator=generator),
     )
-    step_flops = 3 * forward_flops_per_sample(spec) * args.batch_size
-    print(
-        f"cpu, {args.threads} threads, torch {torch.__version__}; ViT depth {args.depth} heads {args.num_heads} "
-        f"width {args.embed_dim} mlp {args.mlp_dim}, {args.img_size} px patch {args.patch_size}, batch "
-        f"{args.batch_size}: {step_flops / 1e9:.1f} GFLOP per training step",
-        flush=True,
-    )
-    peaks: list[tuple[float, float]] = []  # per round: (wall, CPU-time) FLOP/s
+    return spec, batch
+
+
+def make_variants(args, spec: ModelSpec, batch) -> tuple[list[Variant], str | None]:
+    """Eager, compiled (when it works here, unless --no-compile) and channels_last (with --channels-last);
+    the compile error in one line, or None."""
     recipe = TrainSpec(amp_bf16=False, deterministic=False)
     variants = [Variant("eager", spec, recipe, batch)]
     compile_error = None
@@ -165,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"torch.compile does NOT work here: {compile_error}\ncontinuing with eager figures only")
     if args.channels_last:
         variants.append(Variant("channels_last", spec, recipe.model_copy(update={"channels_last": True}), batch))
+    return variants, compile_error
 
+
+def run_rounds(args, variants: list[Variant]) -> tuple[list[tuple[float, float]], float, float]:
+    """Per round, the matmul peak then every variant's steps; the peaks and the load average before/after."""
+    peaks: list[tuple[float, float]] = []  # per round: (wall, CPU-time) FLOP/s
     load_before = os.getloadavg()[0]
     for index in range(args.rounds):
         peaks.append(matmul_peak_flops(args.peak_size, args.peak_repeats, args.threads))
@@ -173,8 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             variant.run(args.warmup, args.steps, args.threads)
         line = "   ".join(f"{v.name} {v.seconds_per_step[-1] * 1e3:7.0f} ms/step" for v in variants)
         print(f"round {index + 1}/{args.rounds}: peak {peaks[-1][0] / 1e9:5.1f} GFLOP/s   {line}", flush=True)
-    load_after = os.getloadavg()[0]
+    return peaks, load_before, os.getloadavg()[0]
 
+
+def variant_figures(args, variants: list[Variant], peaks: list[tuple[float, float]], step_flops: float) -> dict:
+    """Print and return each variant's step times and MFU (median over rounds, against each round's peak)."""
     print(f"fp32 matmul peak ({args.peak_size}² mm, best of {args.peak_repeats}) per round, wall / CPU time: "
           + ", ".join(f"{wall / 1e9:.1f} / {cpu / 1e9:.1f}" for wall, cpu in peaks) + " GFLOP/s")  # fmt: skip
     figures: dict = {"peak_flops_per_s": peaks, "step_flops": step_flops, "variants": {}}
@@ -193,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{variant.name:14s} {variant.median_s * 1e3:8.0f} ms/step  {args.batch_size / variant.median_s:7.1f} "
               f"samples/s  {rate / 1e9:6.1f} GFLOP/s  MFU {mfu:.2f}  CPU-time MFU {cpu_mfu:.2f} "
               f"(goal >= {MFU_GOAL})")  # fmt: skip
+    return figures
+
+
+def report_compile_speedup(variants: list[Variant], compile_error: str | None, figures: dict) -> None:
+    """Print the compiled-vs-eager ratio (or why there is none) and add it to ``figures``."""
     if len(variants) > 1 and variants[1].name == "compiled":
         ratio = variants[0].median_s / variants[1].median_s
         cpu_ratio = statistics.median(variants[0].cpu_seconds_per_step) / statistics.median(
@@ -207,6 +215,24 @@ def main(argv: list[str] | None = None) -> int:
     if compile_error:
         print("compiled vs eager: not measured, torch.compile does not work on this machine")
         figures["compile_error"] = compile_error
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    seed_everything(0, deterministic=False)
+    spec, batch = make_spec_and_batch(args)
+    step_flops = 3 * forward_flops_per_sample(spec) * args.batch_size
+    print(
+        f"cpu, {args.threads} threads, torch {torch.__version__}; ViT depth {args.depth} heads {args.num_heads} "
+        f"width {args.embed_dim} mlp {args.mlp_dim}, {args.img_size} px patch {args.patch_size}, batch "
+        f"{args.batch_size}: {step_flops / 1e9:.1f} GFLOP per training step",
+        flush=True,
+    )
+    variants, compile_error = make_variants(args, spec, batch)
+    peaks, load_before, load_after = run_rounds(args, variants)
+    figures = variant_figures(args, variants, peaks, step_flops)
+    report_compile_speedup(variants, compile_error, figures)
     if max(load_before, load_after) > (os.cpu_count() or 1):
         print(f"note: busy machine (load average {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} CPUs): "
               "every figure is low and noisy; rerun when it is quiet", file=sys.stderr)  # fmt: skip

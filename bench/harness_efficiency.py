@@ -202,24 +202,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    config = harness_trial_config(args)
-    device = resolve_device(args.device)
-    arrays = load_arrays(DataSpec(name="digits"))
-    warmup_steps = ProbeSpec().throughput_warmup_steps
-    torch.set_num_threads(args.threads)
-    print(
-        f"device {device}, threads {args.threads}, vit depth {args.depth} heads {args.num_heads} "
-        f"dim {args.embed_dim} mlp {args.mlp_dim} patch {args.patch_size}, batch {args.batch_size}, "
-        f"{args.epochs} epochs x {len(arrays.y_train) // args.batch_size} steps, {args.rounds} rounds, "
-        f"interleave {args.interleave}",
-        flush=True,
-    )
-    # Untimed: first-use costs of the process (kernel selection, thread pool, allocator) hit neither side.
-    BareLoop(config, arrays, warmup_steps).run(1)
-
+def run_rounds(args, config: dict, arrays, warmup_steps: int) -> tuple[list[RoundResult], float, float]:
+    """Every round, each printed as it ends; the rounds and the load average before and after."""
     load_before = os.getloadavg()[0]
     rounds: list[RoundResult] = []
     for index in range(args.rounds):
@@ -234,8 +218,12 @@ def main(argv: list[str] | None = None) -> int:
             f"bare {result.bare_rate:8.1f} samples/s   ratio {result.trial_rate / result.bare_rate:.3f}{paired}",
             flush=True,
         )
-    load_after = os.getloadavg()[0]
+    return rounds, load_before, os.getloadavg()[0]
 
+
+def summarise_rounds(rounds: list[RoundResult], load_before: float, load_after: float) -> dict:
+    """Print and return the medians over rounds, the paired per-epoch ratio and the harness efficiency
+    (the paired ratio's median when there are pairs, else the ratio of medians)."""
     trial_rates = [r.trial_rate for r in rounds]
     bare_rates = [r.bare_rate for r in rounds]
     trial_median = statistics.median(trial_rates)
@@ -262,27 +250,46 @@ def main(argv: list[str] | None = None) -> int:
         )
     efficiency = paired if paired is not None else ratio_of_medians
     print(f"harness efficiency: {efficiency:.2f} (target >= {TARGET})")
+    return {
+        "harness_efficiency": efficiency,
+        "target": TARGET,
+        "estimator": "median paired per-epoch ratio" if paired is not None else "ratio of medians",
+        "ratio_of_medians": ratio_of_medians,
+        "paired_epoch_ratio_median": paired,
+        "trial_samples_per_s": trial_rates,
+        "bare_samples_per_s": bare_rates,
+        "epoch_ratios": epoch_ratios,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    config = harness_trial_config(args)
+    device = resolve_device(args.device)
+    arrays = load_arrays(DataSpec(name="digits"))
+    warmup_steps = ProbeSpec().throughput_warmup_steps
+    torch.set_num_threads(args.threads)
+    print(
+        f"device {device}, threads {args.threads}, vit depth {args.depth} heads {args.num_heads} "
+        f"dim {args.embed_dim} mlp {args.mlp_dim} patch {args.patch_size}, batch {args.batch_size}, "
+        f"{args.epochs} epochs x {len(arrays.y_train) // args.batch_size} steps, {args.rounds} rounds, "
+        f"interleave {args.interleave}",
+        flush=True,
+    )
+    # Untimed: first-use costs of the process (kernel selection, thread pool, allocator) hit neither side.
+    BareLoop(config, arrays, warmup_steps).run(1)
+    rounds, load_before, load_after = run_rounds(args, config, arrays, warmup_steps)
+    summary = summarise_rounds(rounds, load_before, load_after)
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "harness_efficiency": efficiency,
-                    "target": TARGET,
-                    "estimator": "median paired per-epoch ratio" if paired is not None else "ratio of medians",
-                    "ratio_of_medians": ratio_of_medians,
-                    "paired_epoch_ratio_median": paired,
-                    "trial_samples_per_s": trial_rates,
-                    "bare_samples_per_s": bare_rates,
-                    "epoch_ratios": epoch_ratios,
-                    "interleave": args.interleave,
-                    "load_average": [load_before, load_after],
-                    "device": str(device),
-                    "torch_version": torch.__version__,
-                    "config": config,
-                },
-                indent=2,
-            )
-        )
+        extra = {
+            "interleave": args.interleave,
+            "load_average": [load_before, load_after],
+            "device": str(device),
+            "torch_version": torch.__version__,
+            "config": config,
+        }
+        args.json.write_text(json.dumps(summary | extra, indent=2))
     return 0
 
 

@@ -244,30 +244,24 @@ def print_published(plan: Plan) -> None:
             print(f"  why: {' '.join(row['mismatch'].split())}")
 
 
-def cmd_plan(args) -> int:
-    plan = load_plan(args)
-    rows = plan_rows(plan)
-    removed = [{**r.combination, "reason": r.reason} for r in plan.removed]
-    search = plan.space.search
-    if args.format == "json":
-        print(
-            json.dumps(
-                {
-                    "space": plan.space_name,
-                    "profile": plan.profile,
-                    "search": search.kind,
-                    "seeds": plan.seeds,
-                    "trials": rows,
-                    "removed": removed,
-                    "published": compare_published(plan),
-                },
-                indent=2,
-            )
+def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    print(
+        json.dumps(
+            {
+                "space": plan.space_name,
+                "profile": plan.profile,
+                "search": plan.space.search.kind,
+                "seeds": plan.seeds,
+                "trials": rows,
+                "removed": removed,
+                "published": compare_published(plan),
+            },
+            indent=2,
         )
-        return 0
-    if args.format == "csv":
-        print(render(list(rows[0]), [tuple(r.values()) for r in rows], "csv"))
-        return 0
+    )
+
+
+def print_plan_header(plan: Plan, rows: list[dict]) -> None:
     print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
     shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"])} for r in rows]
     print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
@@ -281,8 +275,10 @@ def cmd_plan(args) -> int:
         f"judged on: {metric.name} ({metric.mode}: {direction_words(metric.mode)}), "
         f"tolerance {metric.tolerance} {tolerance_unit(metric.name)}"
     )
-    print_stages(plan)
-    print_published(plan)
+
+
+def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    search = plan.space.search
     if search.kind == "grid":
         print(
             f"grid: {len(rows)} configs × {len(plan.seeds)} seeds {plan.seeds} = {len(rows) * len(plan.seeds)} trials"
@@ -297,6 +293,22 @@ def cmd_plan(args) -> int:
         for row in removed:
             shape = ", ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
             print(f"  {shape}: {row['reason']}")
+
+
+def cmd_plan(args) -> int:
+    plan = load_plan(args)
+    rows = plan_rows(plan)
+    removed = [{**r.combination, "reason": r.reason} for r in plan.removed]
+    if args.format == "json":
+        print_plan_json(plan, rows, removed)
+        return 0
+    if args.format == "csv":
+        print(render(list(rows[0]), [tuple(r.values()) for r in rows], "csv"))
+        return 0
+    print_plan_header(plan, rows)
+    print_stages(plan)
+    print_published(plan)
+    print_plan_search(plan, rows, removed)
     return 0
 
 
@@ -472,11 +484,7 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweep", description="Heads-for-depth sweeps: plan, run, query.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_run_parsers(sub) -> None:
     run = sub.add_parser("run", help="run a search space's sweep on local Ray or $RAY_ADDRESS")
     add_launch_options(run)
     run.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
@@ -497,6 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
     rerun.set_defaults(func=cmd_rerun)
 
+
+def add_plan_parsers(sub) -> None:
     plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")
     plan.add_argument("space", nargs="?", default=DEFAULT_SPACE)
     plan.add_argument("--profile")
@@ -512,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--profile")
     validate.set_defaults(func=cmd_validate)
 
+
+def add_results_parsers(sub) -> None:
     sql = sub.add_parser("sql", help="read-only DuckDB SQL over the results (tables trials, epochs, kappa)")
     sql.add_argument("query")
     sql.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
@@ -536,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     report.set_defaults(func=cmd_report)
 
+
+def add_kappa_theory_parser(sub) -> None:
     theory = sub.add_parser("kappa-theory", help="sampled κ of Gaussian heads beside Theorem 3.2's value")
     theory.add_argument("--tokens", type=int, required=True, help="N, tokens per image (ViT-B/16 at 224: 197)")
     theory.add_argument("--width", type=int, help="fixed total width D = heads × head_dim (ViT-B: 768)")
@@ -545,6 +559,15 @@ def build_parser() -> argparse.ArgumentParser:
     theory.add_argument("--format", choices=["table", "csv", "json"], default="table")
     theory.set_defaults(func=cmd_kappa_theory)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sweep", description="Heads-for-depth sweeps: plan, run, query.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_run_parsers(sub)
+    add_plan_parsers(sub)
+    add_results_parsers(sub)
+    add_kappa_theory_parser(sub)
     add_data_parser(sub)
     add_gpu_check_parser(sub)
     return parser

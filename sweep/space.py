@@ -23,7 +23,6 @@ from workers.vocabulary import did_you_mean
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
-HEAD_DIM_RULES = ("fixed_d_model", "floor_d_model", "fixed_head_dim")
 
 # Metrics a finished trial reports; Optuna objectives and schedulers may only use these. The headline
 # ones (top1, top5, accuracy, val_loss) only where the space's data set reports them (sweep/metrics.py).

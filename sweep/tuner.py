@@ -318,6 +318,64 @@ def concurrent_trials(resources: Resources) -> int | None:
 # --- running ---------------------------------------------------------------------------------------------
 
 
+def build_tuner(
+    plan: Plan,
+    trainable,
+    results_dir: Path,
+    sweep_id: str,
+    callbacks: list,
+    reuse_actors: bool,
+    data_parallel: bool,
+) -> tune.Tuner:
+    grid = plan.space.search.kind == "grid"
+    return tune.Tuner(
+        trainable,
+        param_space={"payload": tune.grid_search(plan.trials())} if grid else {},
+        tune_config=tune.TuneConfig(
+            search_alg=None if grid else make_searcher(plan),
+            scheduler=make_scheduler(plan),
+            num_samples=1 if grid else plan.space.search.num_trials,
+            max_concurrent_trials=concurrent_trials(plan.space.resources),
+            # A new actor per trial would start a new process and import torch and timm again (seconds
+            # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
+            # A data-parallel trial's process only drives its workers (fresh processes either way), and
+            # a fresh one per trial takes its Ray Train run down with it when Tune stops the trial.
+            reuse_actors=reuse_actors and not data_parallel,
+            trial_name_creator=short_trial_name,
+            trial_dirname_creator=short_trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{plan.space_name}-{sweep_id}",
+            storage_path=str(results_dir / "_tune"),
+            callbacks=callbacks,
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=3),  # a lost worker or node: retried from checkpoint
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),  # the latest, and one in case it is torn
+        ),
+    )
+
+
+def record_plan_space(plan: Plan, results_dir: Path, sweep_id: str) -> None:
+    metric = plan.space.metric
+    record_space(
+        results_dir,
+        plan.space_name,
+        sweep_id,
+        plan.profile,
+        plan.space.question,
+        metric.name,
+        metric.mode,
+        metric.tolerance,
+    )
+
+
+def count_statuses(written: dict) -> dict[str, int]:
+    statuses: dict[str, int] = {}
+    for status in written.values():
+        statuses[status] = statuses.get(status, 0) + 1
+    return statuses
+
+
 def run_sweep(
     plan: Plan,
     results_dir: Path,
@@ -346,45 +404,9 @@ def run_sweep(
     grid = plan.space.search.kind == "grid"
     total = len(plan.trials()) if grid else plan.space.search.num_trials
     sink = ParquetSink(results_dir, sweep_id)
-    metric = plan.space.metric
-    record_space(
-        results_dir,
-        plan.space_name,
-        sweep_id,
-        plan.profile,
-        plan.space.question,
-        metric.name,
-        metric.mode,
-        metric.tolerance,
-    )
+    record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"payload": tune.grid_search(plan.trials())} if grid else {},
-        tune_config=tune.TuneConfig(
-            search_alg=None if grid else make_searcher(plan),
-            scheduler=make_scheduler(plan),
-            num_samples=1 if grid else plan.space.search.num_trials,
-            max_concurrent_trials=concurrent_trials(plan.space.resources),
-            # A new actor per trial would start a new process and import torch and timm again (seconds
-            # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
-            # A data-parallel trial's process only drives its workers (fresh processes either way), and
-            # a fresh one per trial takes its Ray Train run down with it when Tune stops the trial.
-            reuse_actors=reuse_actors and not data_parallel,
-            trial_name_creator=short_trial_name,
-            trial_dirname_creator=short_trial_name,
-        ),
-        run_config=tune.RunConfig(
-            name=f"{plan.space_name}-{sweep_id}",
-            storage_path=str(results_dir / "_tune"),
-            callbacks=callbacks,
-            verbose=0,
-            failure_config=tune.FailureConfig(max_failures=3),  # a lost worker or node: retried from checkpoint
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),  # the latest, and one in case it is torn
-        ),
-    )
+    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel)
     tuner.fit()
-    statuses: dict[str, int] = {}
-    for status in sink.written.values():
-        statuses[status] = statuses.get(status, 0) + 1
+    statuses = count_statuses(sink.written)
     return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir)

@@ -46,11 +46,24 @@ def batch_split_issues(space: Space, file: str) -> list[ConfigIssue]:
 
 def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     """Rules that span several keys; every one found is returned (none raise)."""
+    issues = [
+        *family_list_issues(space, file),
+        *axis_value_issues(space, file),
+        *key_name_issues(space, file),
+        *patch_size_issues(space, file),
+        *metric_issues(space, file),
+        *search_issues(space, file),
+        *resource_and_seed_issues(space, file),
+    ]
+    if not issues:
+        issues += shape_issues(space, file)
+    return issues
+
+
+def axis_value_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Every valued axis has values, and head_dim values are given exactly when a rule uses them."""
     issues: list[ConfigIssue] = []
     add = lambda path, rule, value, fix: issues.append(ConfigIssue(file, path, rule, value, fix))  # noqa: E731
-
-    family_problems = family_list_issues(space, file)
-    issues += family_problems
     for name in VALUED_AXES:
         if not space.axis_values(name):
             add(
@@ -73,34 +86,55 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
             space.axes.values("head_dim"),
             "remove axes.head_dim, or add fixed_head_dim to head_dim_rule",
         )
+    return issues
+
+
+def key_name_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """The baseline's and each published shape's keys are axis names."""
+    issues: list[ConfigIssue] = []
     for key in space.baseline:
         if key not in AXIS_NAMES:
-            add(f"baseline.{key}", f"baseline keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+            rule = f"baseline keys must be among {', '.join(AXIS_NAMES)}"
+            issues.append(ConfigIssue(file, f"baseline.{key}", rule, key, "remove it"))
     for index, published in enumerate(space.published):
         for key in published.shape:
             if key not in AXIS_NAMES:
-                add(f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}", key, "remove it")
+                path, rule = f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}"
+                issues.append(ConfigIssue(file, path, rule, key, "remove it"))
+    return issues
+
+
+def patch_size_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """For image data, ``model.patch_size`` divides the image size."""
     img_size = None if is_sequence_data(space.data) else data_shape(space.data)[0]
-    if img_size is not None and img_size % space.model.patch_size:
-        add(
+    if img_size is None or not img_size % space.model.patch_size:
+        return []
+    return [
+        ConfigIssue(
+            file,
             "model.patch_size",
             f"must divide the image size {img_size} of data set {space.data.name!r}",
             space.model.patch_size,
             f"choose a divisor of {img_size}, or set data.img_size",
         )
-    issues += metric_issues(space, file)
-    issues += search_issues(space, file)
+    ]
+
+
+def resource_and_seed_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """GPUs per trial above 1 are whole, and seeds are non-negative."""
+    issues: list[ConfigIssue] = []
     if space.resources.gpus_per_trial > 1 and space.resources.gpus_per_trial != int(space.resources.gpus_per_trial):
-        add(
-            "resources.gpus_per_trial",
-            "fractions are allowed below 1 GPU only",
-            space.resources.gpus_per_trial,
-            "use a fraction below 1 or a whole number",
+        issues.append(
+            ConfigIssue(
+                file,
+                "resources.gpus_per_trial",
+                "fractions are allowed below 1 GPU only",
+                space.resources.gpus_per_trial,
+                "use a fraction below 1 or a whole number",
+            )
         )
     if any(seed < 0 for seed in space.seeds):
-        add("seeds", "seeds must be >= 0", space.seeds, "use non-negative integers")
-    if not issues:
-        issues += shape_issues(space, file)
+        issues.append(ConfigIssue(file, "seeds", "seeds must be >= 0", space.seeds, "use non-negative integers"))
     return issues
 
 

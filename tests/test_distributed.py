@@ -140,6 +140,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_two_worker_trial_through_the_sweep_matches_one_worker_at_the_same_global_batch(tmp_path, local_ray):
     path = write_space(tmp_path, batch=64, workers=2)
     name, space, profile = load_space(str(path))

@@ -19,6 +19,10 @@ from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.tuner import run_sweep
 
+# These tests kill drivers, workers and Ray nodes; run beside other Ray tests, a killed node can take a
+# neighbour's cluster with it. make test runs them alone, after the parallel part.
+pytestmark = [pytest.mark.serial, pytest.mark.slow]
+
 SWEEP = str(Path(sys.executable).parent / "sweep")
 SPACE = """
 question: fault-test space

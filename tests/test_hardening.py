@@ -263,6 +263,7 @@ def csv_files(draw) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @FUZZ
 @given(content=csv_files())
 def test_fuzzed_csv_is_imported_or_rejected_whole(base_results, tmp_path_factory, content):
@@ -316,6 +317,7 @@ def parquet_files(draw, folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_fuzzed_parquet_is_imported_or_rejected_whole(base_results, tmp_path_factory, data):

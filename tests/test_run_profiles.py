@@ -43,6 +43,7 @@ def tuner_state(results) -> dict:
     return ray.cloudpickle.loads(path.read_bytes())
 
 
+@pytest.mark.slow
 def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, local_ray, monkeypatch, capsys):
     """``sweep run SPACE --profile P`` up to the moment trials would start. The data sets themselves are not
     read (most live on a cluster's disks; their absence is a fast exit 2, tested in test_spaces.py), and
@@ -101,6 +102,7 @@ profiles:
 TINY_EXPECTED = {"asha": (2, {"ok", "pruned"}), "nsga2": (1, {"ok"}), "tpe": (1, {"ok"})}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", list(TINY_EXPECTED))
 def test_each_search_kind_runs_a_trial_through_sweep_run(profile, tmp_path, local_ray):
     path = tmp_path / "tiny.yaml"

@@ -97,6 +97,7 @@ def assert_parquet_equals_reports(results, recorder, sweep_id):
     return trials
 
 
+@pytest.mark.slow
 def test_grid_sweep_records_every_trial_once_with_failures_as_data(tmp_path, local_ray):
     outcome, recorder, results = run_space(tmp_path, "", "grid")
     assert outcome.trials == 8
@@ -114,6 +115,7 @@ def test_grid_sweep_records_every_trial_once_with_failures_as_data(tmp_path, loc
     assert leftovers == []
 
 
+@pytest.mark.slow
 def test_optuna_sweep_obeys_the_space_and_records_failures(tmp_path, local_ray):
     search = (
         "search: {kind: optuna, sampler: random, num_trials: 6, seed: 3,"

@@ -35,6 +35,7 @@ def trained_record():
     return run_trial(config)
 
 
+@pytest.mark.slow
 def test_small_vit_learns_digits_to_over_90_percent(trained_record):
     assert trained_record["status"] == "ok", trained_record.get("error")
     assert trained_record["top1"] >= 90.0

@@ -293,6 +293,20 @@ def train_one_epoch(ctx: TrainContext, batches, warmup_steps_left: int) -> Epoch
             timed_samples += len(labels)
         if steps % DIVERGENCE_CHECK_EVERY_STEPS == 0:
             check_finite(loss_sum, ctx.step)
+    return finish_epoch(ctx, loss_sum, steps, lr, timed_samples, timer_start, data_wait_s)
+
+
+def finish_epoch(
+    ctx: TrainContext,
+    loss_sum: torch.Tensor,
+    steps: int,
+    lr: float,
+    timed_samples: int,
+    timer_start: float | None,
+    data_wait_s: float,
+) -> EpochStats:
+    """Close the epoch's timed window (device synchronised), check the loss, add the window's seconds to
+    the context's ``steady_s`` and ``data_wait_s``, and return the epoch's stats (mean loss per step)."""
     synchronize(ctx.device)
     timed_s = time.perf_counter() - timer_start if timer_start is not None else 0.0
     check_finite(loss_sum, ctx.step)

@@ -137,17 +137,9 @@ def run_trial(
     return record.as_dict()
 
 
-def execute(
-    cfg: TrialConfig,
-    arrays: ArraySplits | None,
-    on_epoch: EpochCallback | None,
-    record: TrialRecord,
-    resume_from: dict | None = None,
-    started: float | None = None,
-    rank: Rank | None = None,
-):
-    """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
-    fields = record.fields
+def prepare_device(cfg: TrialConfig, rank: Rank | None, fields: dict) -> torch.device:
+    """The trial's device (this rank's, else ``cfg.device`` resolved), threads and seeds set, and the
+    run's environment recorded in ``fields``."""
     device = rank.device if rank is not None and rank.device is not None else resolve_device(cfg.device)
     if device.type == "cuda" and rank is not None:
         torch.cuda.set_device(device)
@@ -161,31 +153,54 @@ def execute(
         workers_per_trial=rank.world_size if rank is not None else 1,
     )
     seed_everything(cfg.seed, cfg.train.deterministic)
+    return device
 
-    data = open_batches(cfg.data, device, arrays)
-    spec = spec_for_data(cfg.model, data.meta)
+
+def record_model_fields(cfg: TrialConfig, spec: ModelSpec, meta: DataMeta, fields: dict) -> None:
+    """The model's shape, the data set's sizes, tokenizer and library versions, and forward FLOPs."""
     fields.update(
         shape_fields(spec),
         dataset=cfg.data.name,
-        train_images=data.meta.train_size,
-        val_images=data.meta.val_size,
+        train_images=meta.train_size,
+        val_images=meta.val_size,
     )
     if transformers_version() and spec.seq_len is not None:
         fields["transformers_version"] = transformers_version()
-    if getattr(data.meta, "tokenizer", None):
-        fields["tokenizer"] = data.meta.tokenizer
+    if getattr(meta, "tokenizer", None):
+        fields["tokenizer"] = meta.tokenizer
     fields["flops_per_sample"] = forward_flops_per_sample(spec)
+
+
+def total_train_steps(cfg: TrialConfig, data) -> int:
+    """``train.epochs`` × steps per epoch, capped at ``train.max_steps``; raises if no batch fits."""
+    steps_per_epoch = data.steps_per_epoch(cfg.train.batch_size)
+    if steps_per_epoch == 0:
+        raise ValueError(f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images")
+    return min(cfg.train.epochs * steps_per_epoch, cfg.train.max_steps or 10**12)
+
+
+def execute(
+    cfg: TrialConfig,
+    arrays: ArraySplits | None,
+    on_epoch: EpochCallback | None,
+    record: TrialRecord,
+    resume_from: dict | None = None,
+    started: float | None = None,
+    rank: Rank | None = None,
+):
+    """The trial's body; raises on failure (``run_trial`` turns that into a record)."""
+    fields = record.fields
+    device = prepare_device(cfg, rank, fields)
+    data = open_batches(cfg.data, device, arrays)
+    spec = spec_for_data(cfg.model, data.meta)
+    record_model_fields(cfg, spec, data.meta, fields)
 
     model = build_model(spec).to(device)
     fields.update(param_breakdown(spec, model))
     parallel = DataParallel(rank, model, data, record, cfg.train.batch_size) if rank is not None else None
     if parallel is not None:  # train on this rank's share through DDP; report merged epochs from rank 0
         data, on_epoch = parallel.data, parallel.epoch_hook(on_epoch)
-    steps_per_epoch = data.steps_per_epoch(cfg.train.batch_size)
-    if steps_per_epoch == 0:
-        raise ValueError(f"train.batch_size={cfg.train.batch_size} exceeds the {data.meta.train_size} training images")
-    total_steps = min(cfg.train.epochs * steps_per_epoch, cfg.train.max_steps or 10**12)
-    ctx = make_context(model, cfg.train, device, total_steps)
+    ctx = make_context(model, cfg.train, device, total_train_steps(cfg, data))
     loop = LoopState(started=started if started is not None else time.perf_counter())
     generator = torch.Generator().manual_seed(cfg.seed)
     if resume_from is not None:
@@ -239,6 +254,75 @@ def restore_state(state: dict, ctx: TrainContext, generator: torch.Generator, st
     return LoopState(started=started, **saved)
 
 
+def timed_train_epoch(
+    cfg: TrialConfig, ctx: TrainContext, data, loop: LoopState, generator: torch.Generator, warmup_left: int
+) -> EpochStats:
+    """One epoch of training; its wall seconds and timed window are added to ``loop``."""
+    epoch_start = time.perf_counter()
+    stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
+    loop.train_s += time.perf_counter() - epoch_start
+    loop.timed_samples += stats.timed_samples
+    loop.timed_s += stats.timed_s
+    return stats
+
+
+def timed_evaluate(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, fields: dict) -> dict:
+    """Held-out scores; the evaluation's wall seconds are added to ``fields["eval_s"]``."""
+    eval_start = time.perf_counter()
+    scores = evaluate(
+        ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train, spec.seq_len is not None
+    )
+    fields["eval_s"] = fields.get("eval_s", 0.0) + time.perf_counter() - eval_start
+    return scores
+
+
+def probe_kappa_if_due(
+    cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, probe_images, loop: LoopState
+) -> list[dict]:
+    """κ rows of every layer after the last epoch and every ``probes.kappa_every_epochs``; else none.
+    The probe's wall seconds are added to ``loop.kappa_s``."""
+    last_epoch = ctx.step >= ctx.total_steps
+    every = cfg.probes.kappa_every_epochs
+    if not (last_epoch or (every and loop.epoch % every == 0)):
+        return []
+    probe_start = time.perf_counter()
+    kappa_rows = [{"epoch": loop.epoch, **row} for row in kappa_per_layer(spec, ctx.model, probe_images)]
+    loop.kappa_s += time.perf_counter() - probe_start
+    return kappa_rows
+
+
+def update_trial_fields(
+    fields: dict, scores: dict, spec: ModelSpec, ctx: TrainContext, loop: LoopState, kappa_rows: list[dict]
+) -> None:
+    """The trial's fields as of the epoch just run: scores, counters, timings and throughput."""
+    fields.update(
+        scores,
+        epochs_run=loop.epoch,
+        steps_run=ctx.step,
+        train_s=loop.train_s,
+        kappa_probe_s=loop.kappa_s,
+        **ctx.timing_fields(),  # data_wait_fraction, compile_s (workers/train.py defines them)
+    )
+    if kappa_rows:
+        fields.update(summarise_kappa(kappa_rows))
+    fields["train_samples_per_s"] = loop.timed_samples / loop.timed_s if loop.timed_s > 0 else None
+    if spec.seq_len is not None and fields["train_samples_per_s"] is not None:
+        fields["train_tokens_per_s"] = fields["train_samples_per_s"] * spec.seq_len
+
+
+def log_epoch(epoch: int, stats: EpochStats, scores: dict, row: dict, kappa_rows: list[dict]) -> None:
+    headline, value = next(iter(scores.items()))
+    log.info(
+        "epoch %d: loss %.4f  %s %.2f  kappa %s  lr %.2e",
+        epoch,
+        stats.train_loss,
+        headline,
+        value,
+        f"{row['kappa_mean']:.3g}" if kappa_rows else "-",
+        stats.lr,
+    )
+
+
 def train_loop(
     cfg: TrialConfig,
     spec: ModelSpec,
@@ -261,49 +345,15 @@ def train_loop(
         loop.epoch += 1
         epoch = loop.epoch
         warmup_left = cfg.probes.throughput_warmup_steps if attempt_timed_s == 0 else 0
-        epoch_start = time.perf_counter()
-        stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
-        loop.train_s += time.perf_counter() - epoch_start
-        loop.timed_samples += stats.timed_samples
-        loop.timed_s += stats.timed_s
+        stats = timed_train_epoch(cfg, ctx, data, loop, generator, warmup_left)
         attempt_timed_s += stats.timed_s
-        eval_start = time.perf_counter()
-        scores = evaluate(
-            ctx.model, data.val_batches(cfg.train.eval_batch_size), ctx.device, cfg.train, spec.seq_len is not None
-        )
-        fields["eval_s"] = fields.get("eval_s", 0.0) + time.perf_counter() - eval_start
-        last_epoch = ctx.step >= ctx.total_steps
-        kappa_rows: list[dict] = []
-        if last_epoch or (cfg.probes.kappa_every_epochs and epoch % cfg.probes.kappa_every_epochs == 0):
-            probe_start = time.perf_counter()
-            kappa_rows = [{"epoch": epoch, **row} for row in kappa_per_layer(spec, ctx.model, probe_images)]
-            loop.kappa_s += time.perf_counter() - probe_start
+        scores = timed_evaluate(cfg, spec, ctx, data, fields)
+        kappa_rows = probe_kappa_if_due(cfg, spec, ctx, probe_images, loop)
         row = epoch_row(epoch, stats, scores, kappa_rows, ctx.step)
         record.epochs.append(row)
         record.kappa.extend(kappa_rows)
-        fields.update(
-            scores,
-            epochs_run=epoch,
-            steps_run=ctx.step,
-            train_s=loop.train_s,
-            kappa_probe_s=loop.kappa_s,
-            **ctx.timing_fields(),  # data_wait_fraction, compile_s (workers/train.py defines them)
-        )
-        if kappa_rows:
-            fields.update(summarise_kappa(kappa_rows))
-        fields["train_samples_per_s"] = loop.timed_samples / loop.timed_s if loop.timed_s > 0 else None
-        if spec.seq_len is not None and fields["train_samples_per_s"] is not None:
-            fields["train_tokens_per_s"] = fields["train_samples_per_s"] * spec.seq_len
-        headline, value = next(iter(scores.items()))
-        log.info(
-            "epoch %d: loss %.4f  %s %.2f  kappa %s  lr %.2e",
-            epoch,
-            stats.train_loss,
-            headline,
-            value,
-            f"{row['kappa_mean']:.3g}" if kappa_rows else "-",
-            stats.lr,
-        )
+        update_trial_fields(fields, scores, spec, ctx, loop, kappa_rows)
+        log_epoch(epoch, stats, scores, row, kappa_rows)
         if on_epoch is not None:
             on_epoch(row, kappa_rows, lambda: snapshot(ctx, generator, loop, record))
 

@@ -345,43 +345,48 @@ class DataSpec(StrictModel):
     @model_validator(mode="after")
     def _fields_fit_the_data_set(self) -> DataSpec:
         if self.name in SEQUENCE_DATA_SETS:
-            if self.seq_len is None:
+            self._check_sequence_fields()
+        else:
+            self._check_no_sequence_fields()
+        return self
+
+    def _check_sequence_fields(self) -> None:
+        """A sequence data set: a length, no image size, and only its own options."""
+        if self.seq_len is None:
+            raise ValueError(
+                f"seq_len is required for the sequence data set {self.name!r} (tokens per sample after "
+                "truncation and padding; LRA uses 2000), but got (seq_len=None)"
+            )
+        if self.img_size is not None:
+            raise ValueError(
+                f"img_size is for image data sets, but got (name={self.name!r}, img_size={self.img_size}); "
+                "sequence data sets take seq_len"
+            )
+        if self.listops is not None and self.name != "listops":
+            raise ValueError(
+                f"listops options only go with name: listops (lra_listops reads LRA's files as they are), "
+                f"but got (name={self.name!r}, listops={self.listops.model_dump()})"
+            )
+        owners = {"mqar": "mqar", "text": "tinystories", "corpus": "mlm_corpus", "glue": "mlm_corpus"}
+        for field, owner in owners.items():
+            if getattr(self, field) is not None and self.name != owner:
                 raise ValueError(
-                    f"seq_len is required for the sequence data set {self.name!r} (tokens per sample after "
-                    "truncation and padding; LRA uses 2000), but got (seq_len=None)"
+                    f"{field} options only go with name: {owner}, but got "
+                    f"(name={self.name!r}, {field}={getattr(self, field).model_dump()})"
                 )
-            if self.img_size is not None:
-                raise ValueError(
-                    f"img_size is for image data sets, but got (name={self.name!r}, img_size={self.img_size}); "
-                    "sequence data sets take seq_len"
-                )
-            if self.listops is not None and self.name != "listops":
-                raise ValueError(
-                    f"listops options only go with name: listops (lra_listops reads LRA's files as they are), "
-                    f"but got (name={self.name!r}, listops={self.listops.model_dump()})"
-                )
-            for field, owner in (
-                ("mqar", "mqar"),
-                ("text", "tinystories"),
-                ("corpus", "mlm_corpus"),
-                ("glue", "mlm_corpus"),
-            ):
-                if getattr(self, field) is not None and self.name != owner:
-                    raise ValueError(
-                        f"{field} options only go with name: {owner}, but got "
-                        f"(name={self.name!r}, {field}={getattr(self, field).model_dump()})"
-                    )
-            if self.name in (*LM_DATA_SETS, *MLM_DATA_SETS) and self.eval_split != "val":
-                raise ValueError(
-                    "the language-model data sets ("
-                    + ", ".join((*LM_DATA_SETS, *MLM_DATA_SETS))
-                    + f") have a val split only, but got "
-                    f"(name={self.name!r}, eval_split={self.eval_split!r})"
-                )
-            if self.name == "mqar":
-                options = self.mqar or MQARSpec()
-                check_mqar(options.vocab_size, options.num_kv_pairs, self.seq_len)
-            return self
+        if self.name in (*LM_DATA_SETS, *MLM_DATA_SETS) and self.eval_split != "val":
+            raise ValueError(
+                "the language-model data sets ("
+                + ", ".join((*LM_DATA_SETS, *MLM_DATA_SETS))
+                + f") have a val split only, but got "
+                f"(name={self.name!r}, eval_split={self.eval_split!r})"
+            )
+        if self.name == "mqar":
+            options = self.mqar or MQARSpec()
+            check_mqar(options.vocab_size, options.num_kv_pairs, self.seq_len)
+
+    def _check_no_sequence_fields(self) -> None:
+        """An image data set takes none of the sequence options."""
         wrong = {
             "seq_len": self.seq_len,
             "eval_split": self.eval_split if self.eval_split != "val" else None,
@@ -398,7 +403,6 @@ class DataSpec(StrictModel):
                 f"({', '.join(SEQUENCE_DATA_SETS)}), but got "
                 f"(name={self.name!r}, " + ", ".join(f"{name}={getattr(self, name)!r}" for name in given) + ")"
             )
-        return self
 
     @model_serializer(mode="wrap")
     def _dump_without_sequence_fields_for_images(self, handler):

@@ -197,45 +197,56 @@ def require_local_data(spec: DataSpec) -> Path | None:
         from workers.mlm_data import require_mlm_data
 
         return require_mlm_data(spec)  # corpus, tokenizer and GLUE files; None when all are generated
-    if spec.name == "tinystories":
-        root = resolve_root(spec, TINYSTORIES_ROOT_ENV)
-        if lm_data.find_layout(root) is None:
+    checks = {"tinystories": require_tinystories, "lra_listops": require_lra_listops, "imagefolder": require_folders}
+    return checks.get(spec.name, require_cifar)(spec)
+
+
+def require_tinystories(spec: DataSpec) -> Path:
+    root = resolve_root(spec, TINYSTORIES_ROOT_ENV)
+    if lm_data.find_layout(root) is None:
+        raise DataNotFoundError(
+            f"tinystories: expected under {root} either the release's {' and '.join(lm_data.TEXT_FILES.values())} "
+            f"or a datasets folder saved with save_to_disk ({lm_data.SAVED_MARKER}, train/, validation/); "
+            f"{lm_data.missing_layout(root)}. Point `data.root` / ${TINYSTORIES_ROOT_ENV} at the folder that "
+            "holds them. Nothing is downloaded."
+        )
+    tokenizer = lm_data.tokenizer_file(spec.text or TextSpec(), root)
+    if tokenizer is not None and not tokenizer.is_file():
+        raise DataNotFoundError(
+            f"tinystories: the tokenizer file {tokenizer} (data.text.tokenizer; a relative path is read from "
+            f"the data root, `data.root` / ${TINYSTORIES_ROOT_ENV}) does not exist. Leave it out to use the "
+            "root's tokenizer.json or train one here. Nothing is downloaded."
+        )
+    return root
+
+
+def require_lra_listops(spec: DataSpec) -> Path:
+    root = resolve_root(spec, LRA_ROOT_ENV)
+    missing = [name for name in listops.SPLIT_FILES.values() if not (root / name).is_file()]
+    if missing:
+        raise DataNotFoundError(
+            f"lra_listops: expected LRA's ListOps files under {root}, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} missing. Point `data.root` / ${LRA_ROOT_ENV} at the folder "
+            "holding basic_train.tsv, basic_val.tsv and basic_test.tsv (LRA's release: "
+            "lra_release/listops-1000/), or write generated ones with `sweep data export listops --rows N "
+            "--out DIR`. Nothing is downloaded."
+        )
+    return root
+
+
+def require_folders(spec: DataSpec) -> Path:
+    root = resolve_root(spec, IMAGENET_ROOT_ENV)
+    for split in ("train", "val"):
+        if not (root / split).is_dir():
             raise DataNotFoundError(
-                f"tinystories: expected under {root} either the release's {' and '.join(lm_data.TEXT_FILES.values())} "
-                f"or a datasets folder saved with save_to_disk ({lm_data.SAVED_MARKER}, train/, validation/); "
-                f"{lm_data.missing_layout(root)}. Point `data.root` / ${TINYSTORIES_ROOT_ENV} at the folder that "
-                "holds them. Nothing is downloaded."
+                f"imagefolder: expected class folders under {root / split}, which does not exist. "
+                f"Point `data.root` / ${IMAGENET_ROOT_ENV} at a folder holding train/ and val/. "
+                "Nothing is downloaded."
             )
-        tokenizer = lm_data.tokenizer_file(spec.text or TextSpec(), root)
-        if tokenizer is not None and not tokenizer.is_file():
-            raise DataNotFoundError(
-                f"tinystories: the tokenizer file {tokenizer} (data.text.tokenizer; a relative path is read from "
-                f"the data root, `data.root` / ${TINYSTORIES_ROOT_ENV}) does not exist. Leave it out to use the "
-                "root's tokenizer.json or train one here. Nothing is downloaded."
-            )
-        return root
-    if spec.name == "lra_listops":
-        root = resolve_root(spec, LRA_ROOT_ENV)
-        missing = [name for name in listops.SPLIT_FILES.values() if not (root / name).is_file()]
-        if missing:
-            raise DataNotFoundError(
-                f"lra_listops: expected LRA's ListOps files under {root}, but {', '.join(missing)} "
-                f"{'is' if len(missing) == 1 else 'are'} missing. Point `data.root` / ${LRA_ROOT_ENV} at the folder "
-                "holding basic_train.tsv, basic_val.tsv and basic_test.tsv (LRA's release: "
-                "lra_release/listops-1000/), or write generated ones with `sweep data export listops --rows N "
-                "--out DIR`. Nothing is downloaded."
-            )
-        return root
-    if spec.name == "imagefolder":
-        root = resolve_root(spec, IMAGENET_ROOT_ENV)
-        for split in ("train", "val"):
-            if not (root / split).is_dir():
-                raise DataNotFoundError(
-                    f"imagefolder: expected class folders under {root / split}, which does not exist. "
-                    f"Point `data.root` / ${IMAGENET_ROOT_ENV} at a folder holding train/ and val/. "
-                    "Nothing is downloaded."
-                )
-        return root
+    return root
+
+
+def require_cifar(spec: DataSpec) -> Path:
     root = resolve_root(spec, CIFAR_ROOT_ENV)
     folder, train_files, test_file, _, _ = CIFAR_LAYOUT[spec.name]
     missing = [name for name in [*train_files, test_file] if not (root / folder / name).is_file()]

@@ -79,8 +79,6 @@ def run_data_parallel(
     then resumes from the last checkpoint); a trial that failed in a rank comes back as its record.
     """
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
     from ray.util.queue import Queue
 
     started = time.perf_counter()
@@ -91,21 +89,7 @@ def run_data_parallel(
         "resume": ray.put(resume_from) if resume_from is not None else None,
         "outbox": outbox,
     }
-    trainer = TorchTrainer(
-        train_worker,
-        train_loop_config=loop_config,
-        torch_config=TorchConfig(backend=plan.backend),
-        scaling_config=ScalingConfig(
-            num_workers=plan.num_workers,
-            use_gpu=plan.gpus_per_worker > 0,
-            resources_per_worker={"CPU": plan.cpus_per_worker, "GPU": plan.gpus_per_worker},
-        ),
-        run_config=RunConfig(
-            name=f"ddp-{uuid.uuid4().hex[:8]}",
-            storage_path=storage_path,
-            failure_config=FailureConfig(max_failures=0),  # restarts are Tune's, from its checkpoints
-        ),
-    )
+    trainer = make_trainer(plan, loop_config, storage_path)
     outcome: dict = {}
     fitting = threading.Thread(target=_fit, args=(trainer, outcome), daemon=True, name="ddp-fit")
     fitting.start()
@@ -125,6 +109,29 @@ def run_data_parallel(
     earlier_s = resume_from["loop"]["elapsed_s"] if resume_from is not None else 0.0
     record["wall_s"] = time.perf_counter() - started + earlier_s
     return record
+
+
+def make_trainer(plan: WorkerPlan, loop_config: dict, storage_path: str | None):
+    """Ray Train's TorchTrainer for the plan's workers: the backend, each worker's CPUs and GPUs, and no
+    restarts of its own (restarts are Tune's, from its checkpoints)."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    return TorchTrainer(
+        train_worker,
+        train_loop_config=loop_config,
+        torch_config=TorchConfig(backend=plan.backend),
+        scaling_config=ScalingConfig(
+            num_workers=plan.num_workers,
+            use_gpu=plan.gpus_per_worker > 0,
+            resources_per_worker={"CPU": plan.cpus_per_worker, "GPU": plan.gpus_per_worker},
+        ),
+        run_config=RunConfig(
+            name=f"ddp-{uuid.uuid4().hex[:8]}",
+            storage_path=storage_path,
+            failure_config=FailureConfig(max_failures=0),
+        ),
+    )
 
 
 def _fit(trainer, outcome: dict) -> None:

@@ -1,5 +1,7 @@
 """FLOPs, peak memory and throughput probes."""
 
+import time
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -81,11 +83,25 @@ def test_live_storage_bytes_counts_each_storage_once():
     assert live_storage_bytes([base, base[:10], base.view(10, 10)]) == 400
 
 
-def test_inference_throughput_and_latency_are_positive():
-    model = build_model(ModelSpec(depth=1, num_heads=2, embed_dim=16, mlp_dim=32, img_size=8, patch_size=4))
-    images = torch.randn(16, 3, 8, 8)
+class Sleeper(torch.nn.Module):
+    """A model whose forward takes a known wall time, whatever the batch: the probes' clock checked against it."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, images):
+        time.sleep(self.seconds)
+        return images.flatten(1) * self.scale
+
+
+def test_inference_throughput_and_latency_match_a_known_forward_time():
+    """16 images per 20 ms forward: at most 800 images/s (a forward cannot be faster than its sleep), and
+    within 10× of it on a loaded machine; batch-1 latency likewise at least 20 ms."""
     from contextlib import nullcontext
 
-    assert inference_throughput(model, images, 1, 2, nullcontext) > 0
-    assert batch1_latency_ms(model, images, 1, 3, nullcontext) > 0
+    model, images = Sleeper(0.02), torch.randn(16, 3, 8, 8)
+    assert 800 / 10 < inference_throughput(model, images, 1, 3, nullcontext) <= 800
+    assert 20 <= batch1_latency_ms(model, images, 1, 3, nullcontext) < 200
     assert model.training  # restored

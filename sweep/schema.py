@@ -84,7 +84,7 @@ TRIALS = pa.schema([
     # the last attempt's epochs (workers/train.py train_one_epoch). Near 0: data ready in time; 0.2 or more:
     # the loader holds the model back (more --data-workers or cpus_per_trial). On CUDA an upper bound.
     ("data_wait_fraction", pa.float64()),
-    ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, the last attempt's
+    ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, summed over attempts
     ("dataset", pa.string()),
     ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees
     ("tokenizer", pa.string()),  # language models: the tokenizer file read, or the one trained locally

@@ -17,7 +17,8 @@ from sweep.report import loader_bound_section
 from sweep.schema import TRIALS
 from sweep.sink import RECORD_COLUMNS
 from workers.config import DataSpec, TrainSpec
-from workers.data import LOADER_PREFETCH_BATCHES, FolderBatches, loader_settings
+from workers.data import LOADER_PREFETCH_BATCHES, EpochSeededSampler, FolderBatches, SeededSamples, loader_settings
+from workers.distributed import Rank, ShardedBatches
 from workers.train import make_context, train_one_epoch
 from workers.trial import run_trial
 
@@ -74,6 +75,80 @@ def test_augmentation_does_not_depend_on_loader_workers_and_spares_the_trial_rng
     assert all(torch.equal(a, b) for a, b in zip(in_process, one_worker, strict=True))
     other_seed = first_epoch(root, workers=0, seed=8)  # the augmentation is random: another seed, other pixels
     assert not all(torch.equal(a, b) for a, b in zip(in_process, other_seed, strict=True))
+
+
+class CountingSet(torch.utils.data.Dataset):
+    """A data set that records every index read (each read decodes and augments one image)."""
+
+    def __init__(self, dataset):
+        self.dataset, self.reads = dataset, []
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        self.reads.append(index)
+        return self.dataset[index]
+
+
+def folder_source(root, reads: bool = False, workers: int = 0) -> FolderBatches:
+    spec = DataSpec(name="imagefolder", root=str(root), img_size=16, num_workers=workers)
+    source = FolderBatches(spec, CPU, cpus=1)
+    if reads:
+        source.train_set = CountingSet(source.train_set)  # loaders are built on first use, after this
+    return source
+
+
+def epochs_of(batches, epochs: int, seed: int = 7) -> list[list[tuple]]:
+    """``epochs`` epochs drawn from one generator, as a trial draws them."""
+    generator = torch.Generator().manual_seed(seed)
+    return [list(batches.train_batches(4, generator)) for _ in range(epochs)]
+
+
+def reference_epochs(root, epochs: int, seed: int = 7) -> list[list[tuple]]:
+    """One worker's global batches as the loader built them before ranks could load shares: a plain
+    DataLoader with batch_size and drop_last over the seeded sampler."""
+    source, generator = folder_source(root), torch.Generator().manual_seed(seed)
+    sampler = EpochSeededSampler(len(source.train_set), generator)
+    loader = torch.utils.data.DataLoader(SeededSamples(source.train_set), batch_size=4, sampler=sampler, drop_last=True)
+    return [list(loader) for _ in range(epochs)]
+
+
+def test_two_ranks_decode_shares_that_make_up_the_one_worker_global_batches(tmp_path):
+    """Rank 0's then rank 1's batch at each step, over two epochs, is the global batch a 1-worker loader
+    yields, pixels (augmentation included) and labels alike; rank 1 loads in a worker process."""
+    root = write_jpeg_folders(tmp_path, per_class=5)  # 10 images, batch 4: 2 steps, 2 images dropped
+    reference = reference_epochs(root, epochs=2)
+    one_worker = epochs_of(folder_source(root), epochs=2)
+    ranks = [epochs_of(ShardedBatches(folder_source(root, workers=r), Rank(r, 2)), epochs=2) for r in range(2)]
+    assert [len(epoch) for epoch in reference] == [2, 2]
+    assert not torch.equal(reference[0][0][0], reference[1][0][0])  # the second epoch is another draw
+    for epoch, global_batches in enumerate(reference):
+        for step, (images, labels) in enumerate(global_batches):
+            assert torch.equal(one_worker[epoch][step][0], images) and torch.equal(one_worker[epoch][step][1], labels)
+            shares = [rank[epoch][step] for rank in ranks]
+            assert [len(share_labels) for _, share_labels in shares] == [2, 2]
+            assert torch.equal(torch.cat([share_images for share_images, _ in shares]), images)
+            assert torch.equal(torch.cat([share_labels for _, share_labels in shares]), labels)
+
+
+def test_each_rank_decodes_only_its_share_of_the_epoch(tmp_path):
+    """Over an epoch of 3 global batches of 4 (12 images), each of 2 ranks reads 6 images: the half of every
+    global batch it trains on, read in that order, and the two ranks' reads are the epoch's 12 once each."""
+    root = write_jpeg_folders(tmp_path, per_class=6)
+    order = torch.Generator().manual_seed(7)
+    torch.randint(0, 2**62, (), generator=order)  # the sampler draws the epoch's seed first
+    permutation = torch.randperm(12, generator=order).tolist()
+    reads = []
+    for rank in range(2):
+        source = folder_source(root, reads=True)
+        assert len(epochs_of(ShardedBatches(source, Rank(rank, 2)), epochs=1)[0]) == 3
+        reads.append(source.train_set.reads)
+    assert reads[0] == [i for step in range(3) for i in permutation[4 * step : 4 * step + 2]]
+    assert reads[1] == [i for step in range(3) for i in permutation[4 * step + 2 : 4 * step + 4]]
+    whole = folder_source(root, reads=True)
+    epochs_of(whole, epochs=1)
+    assert whole.train_set.reads == permutation  # one worker reads the whole global batch, as before
 
 
 def test_data_wait_fraction_is_the_share_of_the_window_spent_in_next():

@@ -93,13 +93,22 @@ probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, late
 resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
 profiles:
   asha: {scheduler: {kind: asha, metric: top1, mode: max, grace_period_epochs: 1}}
+  asha_sparse:  # three one-step epochs, evaluated after epochs 2 and 3 only: ASHA sees no score at epoch 1
+    scheduler: {kind: asha, metric: top1, mode: max, grace_period_epochs: 1}
+    data: {limit_train: 32}
+    train: {epochs: 3, max_steps: null, eval_every_epochs: 2}
   nsga2: {search: {kind: optuna, sampler: nsga2, num_trials: 1, objectives: [{metric: top1, mode: max},
                                                                             {metric: params, mode: min}]}}
   tpe: {search: {kind: optuna, sampler: tpe, num_trials: 1}}
 """
 # What each profile must leave in the results: trials and the statuses they may have (ASHA may stop the
 # second grid trial after its first epoch: pruned).
-TINY_EXPECTED = {"asha": (2, {"ok", "pruned"}), "nsga2": (1, {"ok"}), "tpe": (1, {"ok"})}
+TINY_EXPECTED = {
+    "asha": (2, {"ok", "pruned"}),
+    "asha_sparse": (2, {"ok", "pruned"}),
+    "nsga2": (1, {"ok"}),
+    "tpe": (1, {"ok"}),
+}
 
 
 @pytest.mark.slow
@@ -115,3 +124,11 @@ def test_each_search_kind_runs_a_trial_through_sweep_run(profile, tmp_path, loca
     assert len(trials) == count and {t["status"] for t in trials} <= statuses, trials
     assert all((t["depth"], t["num_heads"]) in {(1, 2), (1, 4)} for t in trials)
     assert all(0.0 <= t["top1"] <= 100.0 for t in trials if t["status"] == "ok")
+    if profile == "asha_sparse":  # the epochs table: a score where an evaluation ran, NULL where none did
+        _, epochs = run_query(
+            results,
+            "SELECT epoch, val_score FROM epochs e JOIN trials t USING (trial_id) "
+            "WHERE t.status = 'ok' ORDER BY trial_id, epoch",
+        )
+        assert epochs and all((score is None) == (epoch == 1) for epoch, score in epochs), epochs
+        assert {epoch for epoch, _ in epochs} == {1, 2, 3}

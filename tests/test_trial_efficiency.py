@@ -98,6 +98,10 @@ def test_inference_throughput_runs_what_fits_and_times_only_the_window(clock):
     # No warm-up asked for: 3 passes fit, all timed, the cold pilot inside the window: 8 × 3 / 0.5 s
     assert inference_throughput(model, images, 0, 10, no_autocast, budget_s=1.0) == pytest.approx(48.0)
     assert model.calls == 3
+    model.calls, clock.now = 0, 0.0
+    # Over budget from the pilot on (0.2 s at a 0.3 s pilot): the pilot (warm-up) and a one-pass window
+    assert inference_throughput(model, images, 3, 10, no_autocast, budget_s=0.2) == pytest.approx(80.0)
+    assert model.calls == 2
 
 
 def test_batch1_latency_is_the_median_of_the_timed_passes_in_budget(clock):
@@ -211,3 +215,65 @@ def test_without_a_time_fraction_the_probes_are_unbounded(short_config, monkeypa
 def test_deterministic_cuda_sets_a_fixed_cublas_workspace(deterministic, cuda, environ, expected):
     assert cublas_determinism_env(deterministic, cuda, environ) == expected
     assert CUBLAS_WORKSPACE_CONFIG == ":4096:8"
+
+
+def test_evaluation_every_k_epochs_and_after_the_last(short_config, monkeypatch):
+    """Training never depends on evaluation, so a trial that evaluates after epochs 2 and 3 only must train
+    exactly as one that evaluates every epoch, and score what it scores at those epochs."""
+    calls = []
+    real = trial_module.evaluate
+    monkeypatch.setattr(trial_module, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    short_config["train"]["epochs"] = 3
+    every_epoch = run_trial(copy.deepcopy(short_config))
+    assert len(calls) == 3
+    calls.clear()
+    short_config["train"]["eval_every_epochs"] = 2
+    sparse = run_trial(short_config)
+    assert sparse["status"] == every_epoch["status"] == "ok" and len(calls) == 2
+    dense_rows, sparse_rows = every_epoch["epochs"], sparse["epochs"]
+    assert [r["train_loss"] for r in sparse_rows] == [r["train_loss"] for r in dense_rows]
+    assert "val_top1" not in sparse_rows[0] and "val_loss" not in sparse_rows[0]
+    for epoch in (1, 2):  # epochs 2 and 3: the same scores as the run that evaluated every epoch
+        assert sparse_rows[epoch]["val_top1"] == dense_rows[epoch]["val_top1"]
+        assert sparse_rows[epoch]["val_loss"] == dense_rows[epoch]["val_loss"]
+    assert sparse["top1"] == dense_rows[2]["val_top1"]
+
+
+def test_evaluation_cadence_keeps_config_ids_at_its_default():
+    from workers.config import TrainSpec
+
+    assert "eval_every_epochs" not in TrainSpec().model_dump()
+    assert TrainSpec(eval_every_epochs=5).model_dump()["eval_every_epochs"] == 5
+
+
+def test_a_resumed_trial_times_every_attempt(short_config, monkeypatch):
+    """``compile_s`` and ``data_wait_fraction`` of a trial resumed after epoch 1 cover both attempts: the
+    sum of each attempt's compiling step, and the data waits of both epochs over both epochs' windows.
+    (torch.compile is replaced by the identity: the first step is still timed as the compiling one.)"""
+    monkeypatch.setattr(torch, "compile", lambda model: model)
+    short_config["train"]["compile"] = True
+    epochs = []  # (compile_s of the attempt so far, the epoch's stats)
+    real = trial_module.train_one_epoch
+
+    def spy(ctx, batches, warmup_steps_left):
+        stats = real(ctx, batches, warmup_steps_left)
+        epochs.append((ctx.compile_s, stats))
+        return stats
+
+    monkeypatch.setattr(trial_module, "train_one_epoch", spy)
+    snapshots = []
+
+    def crash_after_first_epoch(row, kappa, snapshot):
+        snapshots.append(copy.deepcopy(snapshot()))
+        raise SystemExit("worker lost")
+
+    with pytest.raises(SystemExit):
+        run_trial(short_config, on_epoch=crash_after_first_epoch)
+    resumed = run_trial(short_config, resume_from=snapshots[0])
+    assert resumed["status"] == "ok" and len(epochs) == 2
+    (first_compile_s, first), (second_compile_s, second) = epochs
+    assert resumed["compile_s"] == pytest.approx(first_compile_s + second_compile_s)
+    assert second_compile_s > 0  # the resumed attempt compiled (timed) again
+    waited = (first.data_wait_s + second.data_wait_s) / (first.timed_s + second.timed_s)
+    assert resumed["data_wait_fraction"] == pytest.approx(waited)
+    assert resumed["data_wait_fraction"] != pytest.approx(second.data_wait_s / second.timed_s)

@@ -626,6 +626,31 @@ class EpochSeededSampler(torch.utils.data.Sampler):
             yield index, epoch_seed
 
 
+class ShareBatchSampler(torch.utils.data.Sampler):
+    """One rank's share of each global batch, as lists of keys for a DataLoader's ``batch_sampler``.
+
+    ``sampler``'s keys are cut into global batches of ``batch_size`` (the ragged last one dropped), exactly as
+    a DataLoader with ``batch_size`` and ``drop_last=True`` cuts them; of each, only keys
+    [rank·B/N, (rank+1)·B/N) are kept (B = ``batch_size``, N = ``world_size``), so the loader decodes only
+    those samples. The sampler is iterated whole, so it draws from its generator as a 1-worker loader does
+    and every rank sees the same global batches. ``shard=(0, 1)``: the whole global batch."""
+
+    def __init__(self, sampler: torch.utils.data.Sampler, batch_size: int, shard: tuple[int, int] = (0, 1)):
+        rank, world_size = shard
+        if batch_size % world_size or not 0 <= rank < world_size:
+            raise ValueError(f"cannot take share {rank} of {world_size} from a batch of {batch_size}")
+        self.batches = torch.utils.data.BatchSampler(sampler, batch_size, drop_last=True)
+        share = batch_size // world_size
+        self.start, self.stop = rank * share, (rank + 1) * share
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        for keys in self.batches:
+            yield keys[self.start : self.stop]
+
+
 class FolderBatches:
     """ImageNet-style ``root/train/<class>/*`` and ``root/val/<class>/*`` through a DataLoader.
 
@@ -634,9 +659,16 @@ class FolderBatches:
 
     Loader settings follow :func:`loader_settings` with ``cpus``: the trial's CPUs, by default its torch
     thread count (``execute`` sets that from the config's ``threads``, which the sweep sets to the space's
-    ``resources.cpus_per_trial``). One training and one validation loader are kept per batch size, so their
-    workers persist across epochs. Training batches are augmented per sample as :class:`SeededSamples` says.
+    ``resources.cpus_per_trial``). One training loader per batch size and share, and one validation loader
+    per batch size, are kept, so their workers persist across epochs. Training batches are augmented per
+    sample as :class:`SeededSamples` says.
+
+    ``train_batches(..., shard=(rank, world_size))`` yields only that rank's share of each global batch and
+    decodes only those samples (:class:`ShareBatchSampler`); ``loads_shares`` tells
+    ``workers.distributed.ShardedBatches`` so.
     """
+
+    loads_shares = True  # train_batches takes shard=(rank, world_size) and decodes only that share
 
     def __init__(self, spec: DataSpec, device: torch.device, cpus: int | None = None):
         from timm.data import create_transform
@@ -659,7 +691,7 @@ class FolderBatches:
         if spec.limit_val:
             self.val_set = torch.utils.data.Subset(self.val_set, range(min(spec.limit_val, len(self.val_set))))
         self._probe: torch.Tensor | None = None
-        self._train_loaders: dict[int, tuple[torch.utils.data.DataLoader, EpochSeededSampler]] = {}
+        self._train_loaders: dict[tuple, tuple[torch.utils.data.DataLoader, EpochSeededSampler]] = {}
         self._val_loaders: dict[int, torch.utils.data.DataLoader] = {}
 
     @property
@@ -674,30 +706,38 @@ class FolderBatches:
     def steps_per_epoch(self, batch_size: int) -> int:
         return len(self.train_set) // batch_size
 
-    def _loader(self, dataset, batch_size: int, **options) -> torch.utils.data.DataLoader:
+    def _loader(self, dataset, **options) -> torch.utils.data.DataLoader:
         # The loader's own generator only seeds its workers' streams, which SeededSamples reseeds per sample;
         # a fixed one keeps the loader from drawing on the trial's global torch stream.
         base_seed = torch.Generator().manual_seed(0)
         settings = {**self.settings, **options}
-        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, generator=base_seed, **settings)
+        return torch.utils.data.DataLoader(dataset, generator=base_seed, **settings)
 
-    def train_loader(self, batch_size: int, generator: torch.Generator) -> torch.utils.data.DataLoader:
-        """The (persistent) training loader for ``batch_size``; its next epoch draws from ``generator``."""
-        if batch_size not in self._train_loaders:
+    def train_loader(
+        self, batch_size: int, generator: torch.Generator, shard: tuple[int, int] = (0, 1)
+    ) -> torch.utils.data.DataLoader:
+        """The (persistent) training loader for ``batch_size`` and ``shard`` (:class:`ShareBatchSampler`);
+        its next epoch draws from ``generator``."""
+        key = (batch_size, shard)
+        if key not in self._train_loaders:
             sampler = EpochSeededSampler(len(self.train_set), generator)
-            loader = self._loader(SeededSamples(self.train_set), batch_size, sampler=sampler, drop_last=True)
-            self._train_loaders[batch_size] = (loader, sampler)
-        loader, sampler = self._train_loaders[batch_size]
+            batches = ShareBatchSampler(sampler, batch_size, shard)
+            self._train_loaders[key] = (self._loader(SeededSamples(self.train_set), batch_sampler=batches), sampler)
+        loader, sampler = self._train_loaders[key]
         sampler.generator = generator  # read in this process when an epoch's iteration starts
         return loader
 
-    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
-        for images, labels in self.train_loader(batch_size, generator):
+    def train_batches(
+        self, batch_size: int, generator: torch.Generator, shard: tuple[int, int] = (0, 1)
+    ) -> Iterator[tuple]:
+        """One epoch of global batches of ``batch_size``, or of rank r's share of each, samples
+        [r·B/N, (r+1)·B/N) with ``shard=(r, N)``, only those decoded; the order comes from ``generator``."""
+        for images, labels in self.train_loader(batch_size, generator, shard):
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 
     def val_batches(self, batch_size: int) -> Iterator[tuple]:
         if batch_size not in self._val_loaders:
-            self._val_loaders[batch_size] = self._loader(self.val_set, batch_size, shuffle=False)
+            self._val_loaders[batch_size] = self._loader(self.val_set, batch_size=batch_size, shuffle=False)
         for images, labels in self._val_loaders[batch_size]:
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 

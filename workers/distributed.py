@@ -33,8 +33,10 @@ Where N workers differ from one by more than rounding: dropout and drop-path mas
 own), and BatchNorm statistics on CPU (per rank; on CUDA BatchNorm becomes SyncBatchNorm). No shipped
 transformer has BatchNorm in its swept blocks.
 
-Every rank draws each global batch whole and keeps its share. For in-memory data that is a slice; a
-DataLoader-backed source (image folders) decodes the whole global batch on every rank.
+Every rank draws each global batch's sample order whole (so the data generator advances as one worker's
+does) and keeps its share. For in-memory data the share is a slice of the global batch; a DataLoader-backed
+source (image folders) is asked for the share itself and decodes and augments only rank r's B/N samples
+(``loads_shares``; ``workers.data.ShareBatchSampler``): each image is decoded by one rank, not by all N.
 
 The ranks are launched, and their failures told apart, by ``workers/ray_train.py``. Failures stay data: a
 rank whose trial fails raises :class:`~workers.ray_train.RankFailed` carrying its record (so Ray Train
@@ -128,13 +130,19 @@ def shard(inputs: Inputs, start: int, stop: int) -> Inputs:
 
 class ShardedBatches:
     """A batch source whose training batches are this rank's share of each global batch; everything
-    else (held-out batches, probe images, metadata, steps per epoch) is the whole source's."""
+    else (held-out batches, probe images, metadata, steps per epoch) is the whole source's.
+
+    A source with ``loads_shares`` (a DataLoader: decoding is the cost) is asked for the share and loads only
+    it; any other (in memory: the global batch is a cheap gather) is sliced."""
 
     def __init__(self, source, rank: Rank):
         self.source, self.rank = source, rank
 
     def train_batches(self, batch_size: int, generator: torch.Generator):
         share = per_worker_batch(batch_size, self.rank.world_size)
+        if getattr(self.source, "loads_shares", False):
+            yield from self.source.train_batches(batch_size, generator, shard=(self.rank.rank, self.rank.world_size))
+            return
         start = self.rank.rank * share
         for inputs, labels in self.source.train_batches(batch_size, generator):
             yield shard(inputs, start, start + share), labels[start : start + share]

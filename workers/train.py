@@ -141,7 +141,8 @@ class TrainContext:
     ``step_model`` is what a training step calls: ``torch.compile(model)`` with ``train.compile``, else
     ``model`` itself. Both share the parameters; evaluation, probes and checkpoints use ``model`` (eager, and
     its ``state_dict`` keys unchanged). The counters after ``step`` cover this process's training (a resumed
-    trial: since the resume); :meth:`timing_fields` turns them into the record's columns."""
+    trial: since the resume); ``workers.trial`` sums them over a trial's attempts into the record's
+    ``data_wait_fraction`` and ``compile_s``."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -160,10 +161,6 @@ class TrainContext:
         """``data_wait_s / steady_s``: the share of steady-state training time spent blocked waiting for the
         next batch (see :func:`train_one_epoch`); None before any steady-state step."""
         return self.data_wait_s / self.steady_s if self.steady_s > 0 else None
-
-    def timing_fields(self) -> dict:
-        """The record's ``data_wait_fraction`` and ``compile_s`` (None without ``train.compile``)."""
-        return {"data_wait_fraction": self.data_wait_fraction(), "compile_s": self.compile_s}
 
 
 def make_context(model: nn.Module, spec: TrainSpec, device: torch.device, total_steps: int) -> TrainContext:

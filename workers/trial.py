@@ -217,12 +217,15 @@ def execute(
 
 @dataclass
 class LoopState:
-    """Counters of the training loop that a checkpoint must carry."""
+    """Counters of the training loop that a checkpoint must carry: each is summed over every attempt of
+    the trial, so a resumed trial's record covers all of it, not only its last attempt."""
 
     started: float  # perf_counter at the trial's (virtual) start; not saved
     epoch: int = 0
     timed_samples: int = 0
-    timed_s: float = 0.0
+    timed_s: float = 0.0  # steady-state window seconds (workers.train.train_one_epoch's timed_s), summed
+    data_wait_s: float = 0.0  # of timed_s, seconds blocked waiting for the next batch
+    compile_s: float = 0.0  # with train.compile: the compiling first step of every attempt, summed
     kappa_s: float = 0.0
     train_s: float = 0.0
 
@@ -257,12 +260,17 @@ def restore_state(state: dict, ctx: TrainContext, generator: torch.Generator, st
 def timed_train_epoch(
     cfg: TrialConfig, ctx: TrainContext, data, loop: LoopState, generator: torch.Generator, warmup_left: int
 ) -> EpochStats:
-    """One epoch of training; its wall seconds and timed window are added to ``loop``."""
+    """One epoch of training; its wall seconds, timed window, data waits and (in the epoch that compiled)
+    compile seconds are added to ``loop``."""
     epoch_start = time.perf_counter()
+    compiled_before = ctx.compile_s  # None until this attempt's (new process's) first compiled step
     stats: EpochStats = train_one_epoch(ctx, data.train_batches(cfg.train.batch_size, generator), warmup_left)
     loop.train_s += time.perf_counter() - epoch_start
     loop.timed_samples += stats.timed_samples
     loop.timed_s += stats.timed_s
+    loop.data_wait_s += stats.data_wait_s
+    if compiled_before is None and ctx.compile_s is not None:
+        loop.compile_s += ctx.compile_s
     return stats
 
 
@@ -276,14 +284,18 @@ def timed_evaluate(cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, data, f
     return scores
 
 
+def due_after(epoch: int, every_epochs: int, ctx: TrainContext) -> bool:
+    """Whether a per-epoch measurement runs after ``epoch``: every ``every_epochs``-th epoch (0: none but
+    the last), and after the last one, when the step budget is spent."""
+    return ctx.step >= ctx.total_steps or (every_epochs > 0 and epoch % every_epochs == 0)
+
+
 def probe_kappa_if_due(
     cfg: TrialConfig, spec: ModelSpec, ctx: TrainContext, probe_images, loop: LoopState
 ) -> list[dict]:
     """κ rows of every layer after the last epoch and every ``probes.kappa_every_epochs``; else none.
     The probe's wall seconds are added to ``loop.kappa_s``."""
-    last_epoch = ctx.step >= ctx.total_steps
-    every = cfg.probes.kappa_every_epochs
-    if not (last_epoch or (every and loop.epoch % every == 0)):
+    if not due_after(loop.epoch, cfg.probes.kappa_every_epochs, ctx):
         return []
     probe_start = time.perf_counter()
     kappa_rows = [{"epoch": loop.epoch, **row} for row in kappa_per_layer(spec, ctx.model, probe_images)]
@@ -301,7 +313,9 @@ def update_trial_fields(
         steps_run=ctx.step,
         train_s=loop.train_s,
         kappa_probe_s=loop.kappa_s,
-        **ctx.timing_fields(),  # data_wait_fraction, compile_s (workers/train.py defines them)
+        # workers/train.py defines both; here over every attempt (a resumed trial compiles again)
+        data_wait_fraction=loop.data_wait_s / loop.timed_s if loop.timed_s > 0 else None,
+        compile_s=loop.compile_s if ctx.spec.compile else None,
     )
     if kappa_rows:
         fields.update(summarise_kappa(kappa_rows))
@@ -311,13 +325,13 @@ def update_trial_fields(
 
 
 def log_epoch(epoch: int, stats: EpochStats, scores: dict, row: dict, kappa_rows: list[dict]) -> None:
-    headline, value = next(iter(scores.items()))
+    headline, value = next(iter(scores.items()), ("not evaluated", None))
     log.info(
-        "epoch %d: loss %.4f  %s %.2f  kappa %s  lr %.2e",
+        "epoch %d: loss %.4f  %s %s  kappa %s  lr %.2e",
         epoch,
         stats.train_loss,
         headline,
-        value,
+        "" if value is None else f"{value:.2f}",
         f"{row['kappa_mean']:.3g}" if kappa_rows else "-",
         stats.lr,
     )
@@ -337,7 +351,9 @@ def train_loop(
 
     Training throughput's window leaves out the first ``probes.throughput_warmup_steps`` steps of each
     attempt: a resumed trial starts cold (a new process, caches and allocator empty) and warms up again.
-    ``eval_s``: wall seconds of the per-epoch evaluations, summed over the trial (every attempt)."""
+    Held-out evaluation after every ``train.eval_every_epochs``-th epoch and the last; an epoch without one
+    has no scores (its row no ``val_*`` values, the trial's fields keep the last evaluation's).
+    ``eval_s``: wall seconds of the evaluations, summed over the trial (every attempt)."""
     fields = record.fields
     probe_images = data.probe_images(cfg.probes.kappa_samples)
     attempt_timed_s = 0.0  # this attempt's steady-state seconds; 0 until its warm-up is done
@@ -347,7 +363,8 @@ def train_loop(
         warmup_left = cfg.probes.throughput_warmup_steps if attempt_timed_s == 0 else 0
         stats = timed_train_epoch(cfg, ctx, data, loop, generator, warmup_left)
         attempt_timed_s += stats.timed_s
-        scores = timed_evaluate(cfg, spec, ctx, data, fields)
+        due = due_after(epoch, cfg.train.eval_every_epochs, ctx)
+        scores = timed_evaluate(cfg, spec, ctx, data, fields) if due else {}
         kappa_rows = probe_kappa_if_due(cfg, spec, ctx, probe_images, loop)
         row = epoch_row(epoch, stats, scores, kappa_rows, ctx.step)
         record.epochs.append(row)
@@ -386,8 +403,8 @@ def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: Tr
 
     Time bound: these probes together may spend ``probes.probe_time_fraction`` × ``train_s`` (None: no
     bound). The memory step is one step whatever it costs; each later probe gets an even share of what is
-    left (``share_of_budget``) and runs as many passes as fit in it, at least two timed ones
-    (``workers/probes/throughput.py``). ``end_probes_s``: wall seconds of this whole function."""
+    left (``share_of_budget``) and runs as many passes as fit in it, at least one timed (throughput) or two
+    (latencies; ``workers/probes/throughput.py``). ``end_probes_s``: wall seconds of this whole function."""
     fields = record.fields
     started = time.perf_counter()
     fraction = cfg.probes.probe_time_fraction

@@ -19,9 +19,12 @@ from torch import nn
 from workers.batch import Inputs, batch_size, device_of, forward, head
 from workers.train import synchronize
 
-# The fewest timed passes a probe runs whatever its budget (fewer only if its maximum is lower): a window
-# or median of two, so every probe still gives its number when one pass costs more than the budget.
+# The fewest timed passes a probe runs whatever its budget (fewer only if its maximum is lower), so every
+# probe still gives its number when one pass costs more than the budget. The latencies are medians, of two
+# passes at least. Inference throughput is one synchronised window over whole batches, and one batch's
+# pass is already such a window: a second would only double a probe that is over its budget already.
 MIN_TIMED_ITERS = 2
+MIN_WINDOW_PASSES = 1
 
 
 def iteration_counts(
@@ -82,7 +85,8 @@ def inference_throughput(
     both ends: batch size × timed passes ÷ the window's wall seconds. At most ``warmup_steps`` and
     ``timed_steps`` passes, as many as fit in ``budget_s`` (module docstring); the pilot is the first
     warm-up pass, or with ``warmup_steps`` 0 the window's first pass (then synchronised inside the
-    window, once). ``autocast`` is a factory for the trial's precision context.
+    window, once); at least one timed pass (``MIN_WINDOW_PASSES``). ``autocast`` is a factory for the
+    trial's precision context.
     """
     device = device_of(inputs)
     model.eval()
@@ -94,7 +98,7 @@ def inference_throughput(
     synchronize(device)
     pilot_start = time.perf_counter()
     pilot_s = timed_ms(run, device) / 1000.0
-    warm, timed = iteration_counts(budget_s, pilot_s, warmup_steps, timed_steps)
+    warm, timed = iteration_counts(budget_s, pilot_s, warmup_steps, timed_steps, MIN_WINDOW_PASSES)
     if warm == 0:  # no warm-up asked for: the pilot is the window's first pass
         start, left = pilot_start, timed - 1
     else:

@@ -115,7 +115,9 @@ EPOCHS = pa.schema([
     ("epoch", pa.int32()),
     ("step", pa.int64()),
     ("train_loss", pa.float64()),
-    ("val_score", pa.float64()),  # the trial's headline metric after this epoch (its trials row's `metric`)
+    # the trial's headline metric after this epoch (its trials row's `metric`); NULL (as every val_*) after
+    # an epoch without evaluation (train.eval_every_epochs)
+    ("val_score", pa.float64()),
     ("val_top1", pa.float64()),
     ("val_top5", pa.float64()),
     ("val_accuracy", pa.float64()),

@@ -12,7 +12,9 @@ class ProgressLine(tune.Callback):
     """Prints ``[sweep] 7/18 done · 2 running · 1 failed · ETA 1m40s`` as trials start and end.
 
     On a terminal the line is rewritten in place; otherwise (CI, log files) one line per change.
-    The ETA is the mean wall time of finished trials × trials left ÷ trials running at once.
+    The ETA is the mean wall time of finished trials × trials left ÷ the most trials seen running at once
+    (the sweep's slots: between one trial's end and the next one's start fewer run, and the ETA should not
+    jump for that moment).
     """
 
     def __init__(self, total: int, stream=None):
@@ -21,12 +23,14 @@ class ProgressLine(tune.Callback):
         self.started_at: dict[str, float] = {}
         self.durations: list[float] = []
         self.done = self.failed = 0
+        self.slots = 0  # the most trials running at once so far
         self.start = time.monotonic()
         self.tty = self.stream.isatty()
         self._last = ""
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.started_at[trial.trial_id] = time.monotonic()
+        self.slots = max(self.slots, len(self.started_at))
         self._print()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -57,7 +61,7 @@ class ProgressLine(tune.Callback):
         eta = "?"
         if self.durations and left:
             per_trial = sum(self.durations) / len(self.durations)
-            eta = format_seconds(per_trial * left / max(running, 1))
+            eta = format_seconds(per_trial * left / max(self.slots, 1))
         elif not left:
             eta = "0s"
         elapsed = format_seconds(time.monotonic() - self.start)
@@ -68,7 +72,7 @@ class ProgressLine(tune.Callback):
 
     def _print(self, final: bool = False) -> None:
         text = self.line()
-        if text == self._last and not final:
+        if text == self._last and not (final and self.tty):  # a log file gets the last line once
             return
         self._last = text
         if self.tty:

@@ -81,7 +81,7 @@ TRIALS = pa.schema([
     ("kappa_probe_s", pa.float64()),
     # Share of steady-state training time blocked waiting for the next batch: seconds inside next() on the
     # batch iterator ÷ wall seconds of the throughput window (the same window as train_samples_per_s), over
-    # the last attempt's epochs (workers/train.py train_one_epoch). Near 0: data ready in time; 0.2 or more:
+    # every attempt's epochs (workers/train.py train_one_epoch). Near 0: data ready in time; 0.2 or more:
     # the loader holds the model back (more --data-workers or cpus_per_trial). On CUDA an upper bound.
     ("data_wait_fraction", pa.float64()),
     ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, summed over attempts

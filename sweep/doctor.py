@@ -17,7 +17,7 @@ import shutil
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -162,7 +162,7 @@ def examine(results_dir: Path) -> tuple[int, list[Finding]]:
 
 def quarantine(results_dir: Path, paths: list[Path]) -> tuple[list[tuple[Path, Path]], list[str]]:
     """Move each file to ``results_dir/.quarantine/<time>/<its path under results_dir>``: (moved, failures)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = results_dir / QUARANTINE / stamp
     suffix = 1
     while folder.exists():

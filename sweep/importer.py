@@ -27,7 +27,7 @@ import re
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 
@@ -281,7 +281,7 @@ def as_time(value) -> datetime:
             raise ValueError("must be an ISO 8601 time such as 2025-01-31T12:00:00+00:00") from None
     if not isinstance(value, datetime):
         raise ValueError("must be an ISO 8601 time such as 2025-01-31T12:00:00+00:00")
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def present(row: dict, name: str):
@@ -442,7 +442,7 @@ def import_file(path: Path, results_dir: Path) -> dict[str, int]:
     if not raw_rows:
         raise ImportRejected(f"{path}: no rows, only the header; nothing was written")
     rows, failed, problems = type_rows(raw_rows)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     sweep_id = f"import-{stamp}-{uuid.uuid4().hex[:6]}"  # unique: two imports in one second never collide
     settings = ShippedSettings()
     shipped = [shipped_headline(settings, row) for row in rows]

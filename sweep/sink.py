@@ -13,7 +13,7 @@ import logging
 import os
 import subprocess
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -102,7 +102,7 @@ def record_space(
         "metric": metric,
         "metric_mode": metric_mode,
         "tolerance": tolerance,
-        "written_at": datetime.now(timezone.utc),
+        "written_at": datetime.now(UTC),
     }
     write_atomic(table_from_rows("spaces", [row]), Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
 

@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path, PurePath
 
 import numpy as np
@@ -280,7 +280,7 @@ def short_trial_name(trial) -> str:
 
 
 def new_sweep_id(plan: Plan) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}-{os.urandom(2).hex()}"
 
 

@@ -3,6 +3,8 @@ import os
 import pytest
 import torch
 
+from tests.helpers import running_local_ray, trial_row, write_csv
+
 # Tests run on CPU with few threads; the CI machine has 2 cores.
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
@@ -33,3 +35,54 @@ def tiny_vit_config():
         "seed": 0,
         "threads": 2,
     }
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for every test of a module that asks for it (each module its own, so each pytest-xdist
+    process starts and stops its own)."""
+    with running_local_ray():
+        yield
+
+
+# The space `planted_adaptive` plants rows of (tests/test_adaptive.py, tests/test_rerun_selections.py).
+ADAPTIVE_SPACE = """\
+question: which depths hold?
+model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
+axes: {depth: [1, 2, 4], num_heads: [1, 4]}
+baseline: {depth: 4, num_heads: 4}
+seeds: [0, 1]
+data: {name: digits}
+train: {epochs: 1}
+"""
+
+# Planted (depth, heads): scores per seed. Tolerance 0.5 points (top-1's default):
+#   4 × 4 baseline; 2 × 4 holds and 1 × 4 breaks, both significant (settled);
+#   4 × 1 one seed (open: single seed), 2 × 1 seeds far apart (open: inconclusive), 1 × 1 never ran (open).
+ADAPTIVE_PLANTED = {(4, 4): [90.0, 90.1], (2, 4): [90.0, 90.1], (1, 4): [60.0, 60.1], (4, 1): [89.8],
+                    (2, 1): [80.0, 95.0]}  # fmt: skip
+
+
+@pytest.fixture
+def planted_adaptive(tmp_path, monkeypatch):
+    """The space ``adaptive`` (found through $SWEEP_SPACES_DIR) and a results folder of the rows planted above:
+    returns its plan, the results folder and the config ids by (depth, heads)."""
+    from sweep.importer import import_file
+    from sweep.plan import make_plan
+    from sweep.space import SPACES_DIR_ENV
+    from sweep.space_loader import load_space
+
+    spaces = tmp_path / "spaces"
+    spaces.mkdir()
+    (spaces / "adaptive.yaml").write_text(ADAPTIVE_SPACE)
+    monkeypatch.setenv(SPACES_DIR_ENV, str(spaces))
+    plan = make_plan(*load_space("adaptive"))
+    ids = {(c.shape.depth, c.shape.num_heads): c.config_id for c in plan.configs}
+    rows = []
+    for (depth, heads), scores in ADAPTIVE_PLANTED.items():
+        for seed, score in enumerate(scores):
+            row = trial_row("adaptive", depth, heads, seed, score, width=16)
+            rows.append({**row, "config_id": ids[(depth, heads)], "mlp_dim": 32})
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "planted.csv", rows), results)
+    return plan, results, ids

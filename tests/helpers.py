@@ -1,7 +1,93 @@
-"""Helpers several test files share."""
+"""Helpers several test files share. (Fixtures live in tests/conftest.py.)"""
+
+import contextlib
+import csv
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
+
+VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
+SWEEP = str(Path(sys.executable).parent / "sweep")  # the console script of the interpreter under test
+
+
+@contextlib.contextmanager
+def running_local_ray() -> Iterator[None]:
+    """A local Ray of two CPUs for the block: ``sweep run`` and ``run_sweep`` find it initialised and use it."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")  # one process fewer to start on a 2-core machine
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def query(results: Path, sql: str, tolerance: float | None = None) -> list[dict]:
+    """``sql`` over a results folder (as ``sweep sql`` runs it), each row a dict by column."""
+    from sweep.sql import run_query
+
+    columns, rows = run_query(results, sql, tolerance=tolerance)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+# --- planted trial rows, imported as CSV --------------------------------------------------------------------
+
+
+def trial_row(space, depth, heads, seed, top1, width=64, status="ok", baseline=(4, 4)):
+    return {
+        "space": space, "config_id": f"{space}-d{depth}-h{heads}", "seed": seed,
+        "is_baseline": (depth, heads) == baseline, "family": "vit", "depth": depth, "num_heads": heads,
+        "head_dim": width // heads, "embed_dim": width, "mlp_dim": 128, "status": status,
+        "top1": top1 if status == "ok" else None, "params": 1000 * depth + heads, "train_samples_per_s": 100.0 / depth,
+        "infer_samples_per_s": 300.0 / depth, "peak_mem_bytes": 10**6 * depth, "kappa_mean": 1000.0 / heads,
+    }  # fmt: skip
+
+
+def planted_rows(space: str, means: dict[tuple[int, int], float], noise: float) -> list[dict]:
+    """Three seeds of each (depth, heads) in ``means``, their top-1 at the mean and ``noise`` either side."""
+    return [trial_row(space, depth, heads, seed, mean + (seed - 1) * noise)
+            for (depth, heads), mean in means.items() for seed in range(3)]  # fmt: skip
+
+
+# Planted truth, baseline depth 4 × 4 heads (head_dim 16 at d_model 64), three seeds of tiny noise:
+#   4 heads:  holds at depth 2, breaks at depth 1          16 heads: holds all the way down to depth 1
+#   1 head:   breaks at depth 2 already                    64 heads: holds at 4, breaks at 2 and 1
+PLANTED_MEANS = {(1, 1): 85, (2, 1): 85, (4, 1): 90, (1, 4): 80, (2, 4): 90, (4, 4): 90, (1, 16): 90, (2, 16): 90,
+                 (4, 16): 90, (1, 64): 70, (2, 64): 70, (4, 64): 89.9}  # fmt: skip
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    """Rows to CSV with the union of their keys as columns (a cell a row lacks is empty: null)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+# --- whole sweeps ---------------------------------------------------------------------------------------
+
+
+def run_smoke_profile(space: str, results: Path) -> list[dict]:
+    """``sweep run SPACE --profile smoke`` as users run it, in a process of its own with a local Ray of its own;
+    it must succeed. Returns the trials it recorded, by family, depth and number of heads."""
+    done = subprocess.run(
+        [SWEEP, "run", space, "--profile", "smoke", "--results", str(results), "--quiet"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return query(results, "SELECT * FROM trials ORDER BY family, depth, num_heads")
+
+
+# --- models ---------------------------------------------------------------------------------------------
 
 
 def capture_layer_inputs(model: torch.nn.Module, layers, inputs: dict) -> dict:

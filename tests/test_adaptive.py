@@ -1,60 +1,17 @@
 """Adaptive seeds (`sweep rerun --select inconclusive --budget N`): which verdicts are open, the order they
 get seeds in (nearest an edge first), the baseline kept level, the budget, the seeds chosen, and the dry run
-through the CLI, on planted rows whose verdicts are known."""
-
-import textwrap
-
-import pytest
+through the CLI, on planted rows whose verdicts are known (the fixture planted_adaptive, tests/conftest.py)."""
 
 from sweep.adaptive import next_round, open_verdicts
 from sweep.cli import main
-from sweep.importer import import_file
-from sweep.plan import make_plan
-from sweep.space import SPACES_DIR_ENV
-from sweep.space_loader import load_space
-from tests.test_analysis import trial_row
-from tests.test_metrics import write_csv
-
-SPACE = """\
-question: which depths hold?
-model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
-axes: {depth: [1, 2, 4], num_heads: [1, 4]}
-baseline: {depth: 4, num_heads: 4}
-seeds: [0, 1]
-data: {name: digits}
-train: {epochs: 1}
-"""
-
-# Planted (depth, heads): scores per seed. Tolerance 0.5 points (top-1's default):
-#   4 × 4 baseline; 2 × 4 holds and 1 × 4 breaks, both significant (settled);
-#   4 × 1 one seed (open: single seed), 2 × 1 seeds far apart (open: inconclusive), 1 × 1 never ran (open).
-PLANTED = {(4, 4): [90.0, 90.1], (2, 4): [90.0, 90.1], (1, 4): [60.0, 60.1], (4, 1): [89.8], (2, 1): [80.0, 95.0]}
-
-
-@pytest.fixture
-def planted(tmp_path, monkeypatch):
-    spaces = tmp_path / "spaces"
-    spaces.mkdir()
-    (spaces / "adaptive.yaml").write_text(textwrap.dedent(SPACE))
-    monkeypatch.setenv(SPACES_DIR_ENV, str(spaces))
-    plan = make_plan(*load_space("adaptive"))
-    ids = {(c.shape.depth, c.shape.num_heads): c.config_id for c in plan.configs}
-    rows = []
-    for (depth, heads), scores in PLANTED.items():
-        for seed, score in enumerate(scores):
-            row = trial_row("adaptive", depth, heads, seed, score, width=16)
-            rows.append({**row, "config_id": ids[(depth, heads)], "mlp_dim": 32})
-    results = tmp_path / "results"
-    import_file(write_csv(tmp_path / "planted.csv", rows), results)
-    return plan, results, ids
 
 
 def shapes(items):
     return [(item.config.shape.depth, item.config.shape.num_heads) for item in items]
 
 
-def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted):
-    plan, results, _ = planted
+def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted_adaptive):
+    plan, results, _ = planted_adaptive
     open_ = open_verdicts(plan, results)
     # heads-1 row: 4 holds (single seed), 2 inconclusive: the edge is at depth 4, so 4, then 2, then 1
     assert shapes(open_) == [(4, 1), (2, 1), (1, 1)]
@@ -62,8 +19,8 @@ def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted):
     assert open_[1].verdict == "inconclusive" and open_[2].n_seeds == 0
 
 
-def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(planted):
-    plan, results, ids = planted
+def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(planted_adaptive):
+    plan, results, ids = planted_adaptive
     round_ = next_round(plan, results, open_verdicts(plan, results), budget=10)
     by_id = {v: k for k, v in ids.items()}
     assert [(by_id[m.config.config_id], m.seed) for m in round_] == [
@@ -76,8 +33,8 @@ def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(plan
     assert [(by_id[m.config.config_id], m.seed) for m in short] == [((4, 1), 1), ((4, 4), 2)]
 
 
-def test_dry_run_through_the_cli_prints_the_round_and_runs_nothing(planted, capsys):
-    _, results, _ = planted
+def test_dry_run_through_the_cli_prints_the_round_and_runs_nothing(planted_adaptive, capsys):
+    _, results, _ = planted_adaptive
     before = sorted(p.name for p in results.rglob("*.parquet"))
     args = ["rerun", "adaptive", "--select", "inconclusive", "--budget", "6", "--dry-run", "--results", str(results)]
     assert main(args) == 0
@@ -88,8 +45,8 @@ def test_dry_run_through_the_cli_prints_the_round_and_runs_nothing(planted, caps
     assert main(args) == 0 and "this round runs 4 trials" in capsys.readouterr().err  # the same plan again
 
 
-def test_budget_and_seeds_options_are_checked(planted, capsys):
-    _, results, _ = planted
+def test_budget_and_seeds_options_are_checked(planted_adaptive, capsys):
+    _, results, _ = planted_adaptive
     assert main(["rerun", "adaptive", "--select", "inconclusive", "--results", str(results)]) != 0
     assert "needs --budget N" in capsys.readouterr().err
     assert main(["rerun", "adaptive", "--select", "inconclusive", "--budget", "2", "--seeds", "3"]) != 0

@@ -1,11 +1,11 @@
 """Analysis: views find planted edges, verdicts respond to seed noise honestly, import is all-or-nothing,
 the plain duckdb shell agrees with `sweep sql`, and kappa-theory sits beside Theorem 3.2."""
 
-import csv
 import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -13,51 +13,16 @@ import pytest
 from sweep.cli import main
 from sweep.importer import ImportRejected, import_file
 from sweep.report import write_report
-from sweep.sql import run_query
-
-VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
-COLUMNS = ["space", "config_id", "seed", "is_baseline", "family", "depth", "num_heads", "head_dim", "embed_dim",
-           "mlp_dim", "status", "top1", "params", "train_samples_per_s", "infer_samples_per_s", "peak_mem_bytes",
-           "kappa_mean"]  # fmt: skip
-
-
-def trial_row(space, depth, heads, seed, top1, width=64, status="ok", baseline=(4, 4)):
-    return {
-        "space": space, "config_id": f"{space}-d{depth}-h{heads}", "seed": seed,
-        "is_baseline": (depth, heads) == baseline, "family": "vit", "depth": depth, "num_heads": heads,
-        "head_dim": width // heads, "embed_dim": width, "mlp_dim": 128, "status": status,
-        "top1": top1 if status == "ok" else None, "params": 1000 * depth + heads, "train_samples_per_s": 100.0 / depth,
-        "infer_samples_per_s": 300.0 / depth, "peak_mem_bytes": 10**6 * depth, "kappa_mean": 1000.0 / heads,
-    }  # fmt: skip
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-# Planted truth, baseline depth 4 × 4 heads (head_dim 16 at d_model 64), three seeds of tiny noise:
-#   4 heads:  holds at depth 2, breaks at depth 1          16 heads: holds all the way down to depth 1
-#   1 head:   breaks at depth 2 already                    64 heads: holds at 4, breaks at 2 and 1
-PLANTED_MEANS = {(1, 1): 85, (2, 1): 85, (4, 1): 90, (1, 4): 80, (2, 4): 90, (4, 4): 90, (1, 16): 90, (2, 16): 90,
-                 (4, 16): 90, (1, 64): 70, (2, 64): 70, (4, 64): 89.9}  # fmt: skip
+from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
 
 
 @pytest.fixture
 def planted(tmp_path):
-    rows = [trial_row("plant", d, h, seed, mean + (seed - 1) * 0.05)
-            for (d, h), mean in PLANTED_MEANS.items() for seed in range(3)]  # fmt: skip
+    """The planted truth of PLANTED_MEANS (tests/helpers.py), imported: three seeds, 0.05 points apart."""
     results = tmp_path / "results"
+    rows = planted_rows("plant", PLANTED_MEANS, noise=0.05)
     assert import_file(write_csv(tmp_path / "plant.csv", rows), results) == {"plant": 36}
     return results
-
-
-def query(results, sql):
-    columns, rows = run_query(results, sql)
-    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 def test_depth_edge_finds_the_planted_edges(planted):
@@ -240,7 +205,7 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
     """configs: the same (config, seed) finished in two sweeps is one seed, its latest row; n_seeds, the mean
     and the sd all describe the same seeds (a failed rerun of a seed counts only as a failure)."""
     import statistics
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     import pyarrow.parquet as pq
 
@@ -251,7 +216,7 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
                "config_id": "c", "seed": seed, "is_baseline": True, "family": "vit", "depth": 2, "num_heads": 2,
                "head_dim": 8, "embed_dim": 16, "mlp_dim": 32, "status": status, "metric": "top1",
                "metric_mode": "max", "score": score, "top1": score,
-               "finished_at": datetime(2026, 1, 1, finished_hour, tzinfo=timezone.utc)}  # fmt: skip
+               "finished_at": datetime(2026, 1, 1, finished_hour, tzinfo=UTC)}  # fmt: skip
         path = tmp_path / "results" / "trials" / "dup" / sweep / f"{sweep}-{seed}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table_from_rows("trials", [row]), path)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import assert_tables_agree, capture_layer_inputs
+from tests.helpers import assert_tables_agree, capture_layer_inputs, run_smoke_profile
 from workers.config import ModelSpec
 from workers.models import build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
@@ -220,22 +220,10 @@ def test_plan_prints_the_published_counts(capsys):
 def test_smoke_profile_runs_through_the_cli(tmp_path):
     """`make sweep SPACE=crammed_bert PROFILE=smoke` as users run it: ok rows with the GLUE average as score,
     the task's own column, κ and throughput; the plan's parameter count is the trained model's."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from sweep.sql import run_query
 
     results = tmp_path / "results"
-    sweep = str(Path(sys.executable).parent / "sweep")
-    done = subprocess.run(
-        [sweep, "run", "crammed_bert", "--profile", "smoke", "--results", str(results), "--quiet"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    columns, values = run_query(results, "SELECT * FROM trials ORDER BY depth, num_heads")
-    trials = [dict(zip(columns, row, strict=True)) for row in values]
+    trials = run_smoke_profile("crammed_bert", results)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "glue_avg" and trial["score"] == trial["glue_avg"] == trial["glue_synthetic"]

@@ -4,12 +4,10 @@ CPU (gloo) whose loss trajectory matches one worker's at the same global batch."
 
 import copy
 import json
-import os
 import pickle
 
 import numpy as np
 import pytest
-import ray
 import torch
 import torch.distributed as dist
 
@@ -134,14 +132,6 @@ def test_ddp_trial_resumed_from_a_checkpoint_repeats_the_plain_trial(tiny_vit_co
         assert mine["train_loss"] == pytest.approx(reference["train_loss"], rel=LOSS_RTOL)
         assert mine["val_loss"] == pytest.approx(reference["val_loss"], rel=LOSS_RTOL)
     assert resumed["kappa_mean"] == pytest.approx(plain["kappa_mean"], rel=1e-6)
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    os.environ["RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"] = "0"  # one process fewer to start on a 2-core machine
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.mark.slow

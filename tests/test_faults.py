@@ -4,26 +4,23 @@ expected set of (config_id, seed) pairs."""
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import ray
 from ray import tune
 
 from sweep.cli import main
-from sweep.errors import ResultsError
 from sweep.plan import make_plan
 from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.tuner import run_sweep
+from tests.helpers import SWEEP, running_local_ray
 
 # These tests kill drivers, workers and Ray nodes; run beside other Ray tests, a killed node can take a
 # neighbour's cluster with it. make test runs them alone, after the parallel part.
 pytestmark = [pytest.mark.serial, pytest.mark.slow]
 
-SWEEP = str(Path(sys.executable).parent / "sweep")
 SPACE = """
 question: fault-test space
 model: {{family: vit, embed_dim: 16, patch_size: 2}}
@@ -139,41 +136,19 @@ def test_oom_and_nan_are_recorded_once_and_not_retried(tmp_path):
     assert_exactly(results, nan_expected, space="nan")
 
 
-def test_read_only_results_folder_is_a_clear_error(tmp_path):
+def test_read_only_results_folder_is_a_clear_error(tmp_path, capsys):
     path = write_space(tmp_path)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the results folder should be")
-    assert main(["run", str(path), "--results", str(blocker)]) != 0  # cannot even take the lock
-
-
-@pytest.fixture
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def test_full_results_folder_is_a_clear_error_and_keeps_what_was_written(tmp_path, monkeypatch):
-    """The sink (Tune calls it on the driver) fails loudly when the disk is full; earlier rows stay."""
-    import sweep.sink
-    from tests.test_sink_and_sql import fake_trial, record
-
-    results = tmp_path / "results"
-    sink = sweep.sink.ParquetSink(results, "s")
-    first, second = fake_trial("t1"), fake_trial("t2", seed=1)
-    sink.on_trial_result(0, [], first, {"record": record()})
-    sink.on_trial_complete(0, [], first)
-    written = sorted(results.rglob("*.parquet"))
-
-    def disk_full(table, target):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(sweep.sink, "write_atomic", disk_full)
-    sink.on_trial_result(0, [], second, {"record": record()})
-    with pytest.raises(ResultsError, match=r"No space left on device.*Rows already written are intact"):
-        sink.on_trial_complete(0, [], second)
-    assert sorted(results.rglob("*.parquet")) == written and len(written) == 3
-    assert [row[2] for row in recorded(results, "unit")] == ["ok"]
+    code = main(["run", str(path), "--results", str(blocker)])  # cannot even take the lock
+    printed = capsys.readouterr()
+    # SweepError's exit code (sweep/errors.py): not a bad space (2), not another sweep's lock (3)
+    assert code == 1, printed.err
+    # one line, no traceback: the folder it could not write, why, and what to check
+    assert printed.err.startswith(f"error: cannot create the lock under {blocker / '.locks'}: "), printed.err
+    assert "Not a directory" in printed.err and printed.err.endswith("; is the results folder writable?\n")
+    assert len(printed.err.splitlines()) == 1 and printed.out == ""
+    assert blocker.read_text() == "a file where the results folder should be"  # left as it was
 
 
 class KillWorkerOnce(tune.Callback):
@@ -189,12 +164,13 @@ class KillWorkerOnce(tune.Callback):
             os.kill(result["pid"], signal.SIGKILL)
 
 
-def test_killed_worker_resumes_from_its_checkpoint(tmp_path, local_ray):
+def test_killed_worker_resumes_from_its_checkpoint(tmp_path):
     path = write_space(tmp_path, epochs=3)
     plan, expected = planned_pairs(path)
     results = tmp_path / "results"
     killer = KillWorkerOnce()
-    run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])
+    with running_local_ray():  # this test's own: the next one starts a two-node cluster
+        run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])
     rows = assert_exactly(results, expected)
     assert {status for _, _, status, _ in rows} == {"ok"}
     killed = f"trial_id = '{killer.killed_trial}'"

@@ -3,11 +3,6 @@ its heads divide d_model, a closed form where they do not), every profile plans,
 the planning vocabulary, the smoke profile through `sweep run`, and planted loss rows imported into the
 space give the depth edge they were planted with."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -17,9 +12,7 @@ from sweep.importer import import_file
 from sweep.plan import make_plan
 from sweep.space_loader import load_space
 from sweep.sql import run_query
-from tests.helpers import assert_tables_agree
-from tests.test_analysis import trial_row
-from tests.test_metrics import write_csv
+from tests.helpers import assert_tables_agree, run_smoke_profile, trial_row, write_csv
 from workers.config import DataSpec
 from workers.lm_data import lm_vocab_size
 
@@ -127,14 +120,7 @@ def test_smoke_profile_runs_through_the_cli(tmp_path):
     """`make sweep SPACE=gpt2_tinystories PROFILE=smoke` as users run it: ok rows with the loss as score,
     κ, throughput and the per-token latency of generation."""
     results = tmp_path / "results"
-    sweep = str(Path(sys.executable).parent / "sweep")
-    done = subprocess.run(
-        [sweep, "run", "gpt2_tinystories", "--profile", "smoke", "--results", str(results), "--quiet"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    columns, values = run_query(results, "SELECT * FROM trials ORDER BY depth, num_heads")
-    trials = [dict(zip(columns, row, strict=True)) for row in values]
+    trials = run_smoke_profile("gpt2_tinystories", results)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     assert {(t["num_heads"], t["head_dim"]) for t in trials} == {(3, 10), (4, 8)}  # floor_d_model at d 32
     for trial in trials:

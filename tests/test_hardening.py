@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,7 @@ from sweep.cli import main
 from sweep.plan import make_plan
 from sweep.space_loader import load_space
 from sweep.sql import run_query
+from tests.helpers import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,14 +66,6 @@ def snapshot(folder: Path) -> dict[str, bytes | None]:
     if not folder.exists():
         return {}
     return {str(path.relative_to(folder)): (None if path.is_dir() else path.read_bytes()) for path in folder.rglob("*")}
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +274,7 @@ PARQUET_VALUES = {
     "bool": st.booleans(),
     "none": st.none(),
     "list": st.lists(st.integers(0, 9), max_size=3),
-    "time": st.datetimes(timezones=st.just(timezone.utc)),
+    "time": st.datetimes(timezones=st.just(UTC)),
 }
 
 
@@ -536,7 +529,7 @@ def test_plain_turns_a_state_into_what_weights_only_loads(tmp_path):
         "version": torch.__version__,  # a str subclass
         "numbers": [np.float32(1.5), np.int64(3), np.bool_(True)],
         "array": np.arange(3),
-        "when": datetime(2025, 1, 31, tzinfo=timezone.utc),
+        "when": datetime(2025, 1, 31, tzinfo=UTC),
         "loop": Counters(2, 0.5),
         "path": tmp_path,
         "betas": (0.9, 0.999),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import assert_tables_agree, capture_layer_inputs
+from tests.helpers import assert_tables_agree, capture_layer_inputs, run_smoke_profile
 from workers.config import ModelSpec, TrainSpec
 from workers.models import ModelConfigError, build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
@@ -181,27 +181,15 @@ def test_a_small_gpt2_on_mqar_gets_below_the_uniform_loss():
 @pytest.mark.slow
 def test_mqar_smoke_profile_runs_through_the_cli(tmp_path):
     """The embedded language-model space as users run it: `sweep run`, then the analysis on accuracy."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from sweep.sql import run_query
 
     results = tmp_path / "results"
-    sweep = str(Path(sys.executable).parent / "sweep")
-    done = subprocess.run(
-        [sweep, "run", "mqar_recall", "--profile", "smoke", "--results", str(results), "--quiet"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    columns, values = run_query(results, "SELECT * FROM trials ORDER BY depth, num_heads")
-    trials = [dict(zip(columns, row, strict=True)) for row in values]
+    trials = run_smoke_profile("mqar_recall", results)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "accuracy" and trial["score"] == trial["accuracy"]
         assert trial["perplexity"] == pytest.approx(math.exp(trial["val_loss"]))
         assert trial["seq_len"] == 16
     assert_tables_agree(results)
-    columns, values = run_query(results, "SELECT verdict, evidence FROM vs_baseline")
+    _, values = run_query(results, "SELECT verdict, evidence FROM vs_baseline")
     assert len(values) == 4 and {evidence for _, evidence in values} <= {"baseline", "single seed"}

@@ -215,21 +215,27 @@ def test_tsv_round_trip_in_lras_layout(tmp_path):
     assert listops.read_tsv(paths["train"], limit=3) == rows[:3]
 
 
-def test_tsv_errors_name_the_file_and_line(tmp_path, monkeypatch):
+def test_a_missing_tsv_names_the_file_and_lra_root(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"basic_train\.tsv does not exist.*LRA_ROOT"):
         listops.read_tsv(tmp_path / "basic_train.tsv")
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ("source\ttarget\n1\t1\n", r"bad\.tsv:1: the header must be 'Source<TAB>Target'"),
+        (
+            "Source\tTarget\n( ( ( [MAX 2 ) 9 ) ] )\t9\n( ( ( [MAX 2 ) 9 ) ] )\tnine\n",
+            r"bad\.tsv:3: Target must be a whole number",
+        ),
+        ("Source\tTarget\n7\t12\n", r"bad\.tsv:2: Target must be 0-9, but got 12"),
+        ("Source\tTarget\n7\n", r"bad\.tsv:2: .*2 fields"),
+    ],
+)
+def test_tsv_errors_name_the_file_and_line(tmp_path, content, error):
     bad = tmp_path / "bad.tsv"
-    bad.write_text("source\ttarget\n1\t1\n")
-    with pytest.raises(listops.ListOpsFormatError, match=r"bad\.tsv:1: the header must be 'Source<TAB>Target'"):
-        listops.read_tsv(bad)
-    bad.write_text("Source\tTarget\n( ( ( [MAX 2 ) 9 ) ] )\t9\n( ( ( [MAX 2 ) 9 ) ] )\tnine\n")
-    with pytest.raises(listops.ListOpsFormatError, match=r"bad\.tsv:3: Target must be a whole number"):
-        listops.read_tsv(bad)
-    bad.write_text("Source\tTarget\n7\t12\n")
-    with pytest.raises(listops.ListOpsFormatError, match=r"bad\.tsv:2: Target must be 0-9, but got 12"):
-        listops.read_tsv(bad)
-    bad.write_text("Source\tTarget\n7\n")
-    with pytest.raises(listops.ListOpsFormatError, match=r"bad\.tsv:2: .*2 fields"):
+    bad.write_text(content)
+    with pytest.raises(listops.ListOpsFormatError, match=error):
         listops.read_tsv(bad)
 
 

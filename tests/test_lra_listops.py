@@ -2,19 +2,13 @@
 analysis judges each family against its own baseline on accuracy, and the report renders."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from sweep.cli import main
 from sweep.plan import make_plan
 from sweep.space_loader import load_space
-from sweep.sql import run_query
-
-SWEEP = str(Path(sys.executable).parent / "sweep")
+from tests.helpers import query, run_smoke_profile
 
 
 def test_plan_shows_the_authors_baseline_in_the_papers_parameter_range(capsys):
@@ -38,21 +32,10 @@ def test_every_profile_runs_both_families_on_the_same_shapes(profile):
     assert all(c.params < 470_000 for c in plan.configs)
 
 
-def rows(results: Path, query: str) -> list[dict]:
-    columns, values = run_query(results, query)
-    return [dict(zip(columns, row, strict=True)) for row in values]
-
-
 @pytest.mark.slow
 def test_smoke_profile_runs_end_to_end_through_the_cli(tmp_path):
     results = tmp_path / "results"
-    env = {**os.environ, "RAY_ADDRESS": ""}  # always a local Ray of its own
-    done = subprocess.run(
-        [SWEEP, "run", "lra_listops", "--profile", "smoke", "--results", str(results), "--quiet"],
-        capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    trials = rows(results, "SELECT * FROM trials ORDER BY family, depth, num_heads")
+    trials = run_smoke_profile("lra_listops", results)
     assert len(trials) == 8 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "accuracy" and trial["metric_mode"] == "max"
@@ -65,13 +48,13 @@ def test_smoke_profile_runs_end_to_end_through_the_cli(tmp_path):
         ("nystromformer", 2, 2),
         ("softmax_encoder", 2, 2),
     }
-    verdicts = rows(results, "FROM vs_baseline ORDER BY family, depth, num_heads")
+    verdicts = query(results, "FROM vs_baseline ORDER BY family, depth, num_heads")
     assert len(verdicts) == 8 and {v["metric"] for v in verdicts} == {"accuracy"}
     for verdict in verdicts:  # each family against its own baseline
         base = next(t for t in trials if t["is_baseline"] and t["family"] == verdict["family"])
         assert verdict["baseline_score"] == pytest.approx(base["accuracy"])
         assert verdict["evidence"] in ("baseline", "single seed")
-    kappa = rows(results, "SELECT DISTINCT family, attention FROM kappa_vs_heads WHERE attention IS NOT NULL")
+    kappa = query(results, "SELECT DISTINCT family, attention FROM kappa_vs_heads WHERE attention IS NOT NULL")
     assert {(k["family"], k["attention"]) for k in kappa} == {("nystromformer", "nystrom"), ("softmax_encoder", "self")}
     out = tmp_path / "report"
     assert main(["report", "lra_listops", "--results", str(results), "--out", str(out)]) == 0

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,25 +23,7 @@ from sweep.rerun import select_configs
 from sweep.schema import SCHEMAS
 from sweep.sink import ParquetSink, record_space
 from sweep.space import SPACES_DIR_ENV
-from sweep.sql import run_query
-from tests.test_analysis import PLANTED_MEANS, VIEWS, trial_row
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    """Rows to CSV with the union of their keys as columns (a cell a row lacks is empty: null)."""
-    import csv
-
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def query(results, sql, tolerance=None):
-    columns, rows = run_query(results, sql, tolerance=tolerance)
-    return [dict(zip(columns, row, strict=True)) for row in rows]
+from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
 
 
 def loss_row(space, depth, heads, seed, loss, baseline=(4, 4)):
@@ -192,7 +174,7 @@ def write_v1(results: Path, space: str) -> None:
         ("epochs", V1_EPOCHS, [{**rows[0], "epoch": 1, "val_top1": rows[0]["top1"]}]),
         ("kappa", SCHEMAS["kappa"], []),  # unchanged by version 2
         ("spaces", V1_SPACES, [{"schema_version": 1, "space": space, "sweep_id": "v1", "question": "old?",
-                               "tolerance_top1": 20.0, "written_at": datetime.now(timezone.utc)}]),
+                               "tolerance_top1": 20.0, "written_at": datetime.now(UTC)}]),
     ):  # fmt: skip
         folder = results / table / space / ("v1" if table != "spaces" else "")
         folder.mkdir(parents=True, exist_ok=True)
@@ -327,8 +309,7 @@ def test_import_of_a_shipped_space_takes_its_metric_and_tolerance(tmp_path, monk
 
 def test_import_of_local_digits_rows_uses_its_tolerance(tmp_path):
     results = tmp_path / "results"
-    rows = [trial_row("local_digits", d, h, seed, mean + (seed - 1) * 0.05)
-            for (d, h), mean in PLANTED_MEANS.items() for seed in range(3)]  # fmt: skip
+    rows = planted_rows("local_digits", PLANTED_MEANS, noise=0.05)
     import_file(write_csv(tmp_path / "digits.csv", rows), results)
     assert query(results, "SELECT DISTINCT metric, tolerance FROM vs_baseline") == [
         {"metric": "top1", "tolerance": 2.0}

@@ -1,6 +1,7 @@
 """The project as a package: a wheel carries the shipped spaces and the analysis views, so `sweep plan` and
 `sweep sql` work from any folder with no checkout in sight; the editable install finds them too; a user's
-own `search_spaces/` and `$SWEEP_SPACES_DIR` still take part in the lookup; the lock agrees with pyproject."""
+own `search_spaces/` and `$SWEEP_SPACES_DIR` still take part in the lookup; the lock agrees with pyproject;
+the code needs no Python newer than the floor pyproject states."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 from sweep.importer import import_file
 from sweep.space import SPACES_DIR_ENV
 from sweep.space_loader import shipped_spaces
-from tests.test_analysis import trial_row, write_csv
+from tests.helpers import planted_rows, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 # What a wheel is built from: the packages and the project's metadata (copied, so no build/ lands in the repo).
@@ -40,9 +41,7 @@ print("@@" + json.dumps(found))
 def planted_results(folder: Path) -> Path:
     """Three seeds of depth 4, 2 and 1 at 4 heads, baseline 4 × 4: depth 2 is 0.1 points down (holds at
     the 0.5 default tolerance), depth 1 ten points down (breaks); so depth_edge reads (2, 1)."""
-    means = {4: 90.0, 2: 89.9, 1: 80.0}
-    rows = [trial_row("pkg", depth, 4, seed, mean + (seed - 1) * 0.05) for depth, mean in means.items()
-            for seed in range(3)]  # fmt: skip
+    rows = planted_rows("pkg", {(4, 4): 90.0, (2, 4): 89.9, (1, 4): 80.0}, noise=0.05)
     results = folder / "results"
     assert import_file(write_csv(folder / "pkg.csv", rows), results) == {"pkg": 9}
     return results
@@ -162,3 +161,59 @@ def test_lock_pins_every_dependency_of_pyproject():
     locked = pins((REPO / "requirements.lock").read_text())
     assert names - set(locked) == set()
     assert "+cpu" not in locked["torch"]
+
+
+# --- the Python floor ---------------------------------------------------------------------------------------
+
+PYTHON_FLOOR = "3.11"  # what pyproject's requires-python and ruff's target-version must both say
+CODE = ["sweep", "workers", "bench", "tests"]
+
+
+def vermin_violations(*paths: str | Path, floor: str = PYTHON_FLOOR) -> tuple[int, str]:
+    """vermin (a static minimum-version checker) over ``paths``: its exit status and the violations it lists
+    (nothing when the code runs on ``floor``). Pessimistic: a file this interpreter cannot even parse (syntax
+    newer than it, such as PEP 695's ``class Box[T]:`` on 3.11) is a violation, not "no evidence"."""
+    vermin = Path(sys.executable).parent / "vermin"
+    assert vermin.exists(), "vermin is not installed: it is a dev dependency (make install)"
+    done = subprocess.run(
+        [str(vermin), "--quiet", "--violations", f"--target={floor}-", "--pessimistic", "--no-tips",
+         "--no-config-file", "--processes=1", *map(str, paths)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def test_the_code_needs_no_python_newer_than_the_floor():
+    code, violations = vermin_violations(*CODE)
+    assert (code, violations) == (0, ""), f"newer than Python {PYTHON_FLOOR}:\n{violations}"
+
+
+# Each of these needs a Python newer than the floor it is checked against (what vermin says, as a pattern). The
+# last is why the floor is 3.11: the code used StrEnum while pyproject still said 3.10.
+NEWER = [
+    ("import itertools\n\nprint(list(itertools.batched(range(4), 2)))\n", PYTHON_FLOOR,
+     r"'itertools\.batched' member requires !2, 3\.12"),
+    ("type Pair = tuple[int, int]\n", PYTHON_FLOOR, r"type alias statement `type Pair.*` requires !2, 3\.12"),
+    # Python 3.11 cannot parse it (a syntax error: pessimistic); 3.12 knows it as a generic class
+    ("class Box[T]:\n    item: T\n", PYTHON_FLOOR, r"invalid syntax: class Box\[T\]|generic class .* 3\.12"),
+    ("from enum import StrEnum\n", "3.10", r"'enum\.StrEnum' member requires !2, 3\.11"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "floor", "needs"), NEWER)
+def test_the_floor_check_fails_on_newer_code(tmp_path, source, floor, needs):
+    """The check above can fail: a newer module member, statement or syntax is listed, by file."""
+    (tmp_path / "newer.py").write_text(source)
+    _, violations = vermin_violations(tmp_path, floor=floor)
+    assert re.search(needs, violations) and "newer.py" in violations, violations
+
+
+def test_requires_python_ruff_and_the_check_agree_on_the_floor():
+    """pyproject's requires-python, ruff's target-version and the floor checked above are the same version."""
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    major, minor = PYTHON_FLOOR.split(".")
+    assert pyproject["project"]["requires-python"] == f">={PYTHON_FLOOR}"
+    assert pyproject["tool"]["ruff"]["target-version"] == f"py{major}{minor}"
+    assert sys.version_info >= (int(major), int(minor))  # and the tests run on it

@@ -21,14 +21,6 @@ from sweep.space_loader import load_space, shipped_spaces
 from sweep.sql import run_query
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """One Ray for every run here; ``sweep run`` finds it initialised and uses it."""
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def every_profile() -> list[tuple[str, str | None]]:
     pairs = []
     for name in shipped_spaces():

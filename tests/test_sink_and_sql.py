@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sweep.cli import main
-from sweep.errors import QueryError
+from sweep.errors import QueryError, ResultsError
 from sweep.schema import SCHEMA_VERSION, SCHEMAS
 from sweep.sink import ParquetSink
 from sweep.sql import render, run_query
@@ -101,6 +101,28 @@ def test_failed_record_keeps_its_status(tmp_path):
     sink.on_trial_complete(0, [], trial)
     _, rows = run_query(tmp_path, "SELECT status, error, top1 FROM trials")
     assert rows == [("oom", "boom", None)]
+
+
+def test_full_results_folder_is_a_clear_error_and_keeps_what_was_written(tmp_path, monkeypatch):
+    """The sink (Tune calls it on the driver) fails loudly when the disk is full; earlier rows stay."""
+    import sweep.sink
+
+    results = tmp_path / "results"
+    sink = ParquetSink(results, "s")
+    first, second = fake_trial("t1"), fake_trial("t2", seed=1)
+    sink.on_trial_result(0, [], first, {"record": record()})
+    sink.on_trial_complete(0, [], first)
+    written = sorted(results.rglob("*.parquet"))
+
+    def disk_full(table, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sweep.sink, "write_atomic", disk_full)
+    sink.on_trial_result(0, [], second, {"record": record()})
+    with pytest.raises(ResultsError, match=r"No space left on device.*Rows already written are intact"):
+        sink.on_trial_complete(0, [], second)
+    assert sorted(results.rglob("*.parquet")) == written and len(written) == 3
+    assert run_query(results, "SELECT status FROM trials WHERE space = 'unit'")[1] == [("ok",)]
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import pytest
 from scipy import stats
 
 from sweep.schema import SCHEMAS, table_from_rows
-from sweep.sql import connect, run_query
+from sweep.sql import connect
+from tests.helpers import VIEWS, query
 
-VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
 DUCKDB_SHELL = Path(sys.executable).parent / "duckdb"
 
 # --- writing trials rows ------------------------------------------------------------------------------------
@@ -60,11 +60,6 @@ def row(space, config, seed, score, *, baseline=False, family="vit", metric="top
         "config_id": config, "seed": seed, "is_baseline": baseline, "family": family, "status": "ok",
         "metric": metric, "metric_mode": mode, "score": score, **shape, **extra,
     }  # fmt: skip
-
-
-def query(results: Path, sql: str) -> list[dict]:
-    columns, rows = run_query(results, sql)
-    return [dict(zip(columns, values, strict=True)) for values in rows]
 
 
 # --- t quantiles --------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ purpose (a model too large to allocate), recorded once in Parquet and read back 
 import json
 
 import pytest
-import ray
 from ray import tune
 
 from sweep.plan import make_plan
@@ -38,13 +37,6 @@ class ReportRecorder(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if "record" in result:
             self.records[trial.trial_id] = result["record"]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def run_space(tmp_path, search: str, name: str):

@@ -55,7 +55,7 @@ from typing import Literal
 
 import numpy as np
 
-from workers.listops import _atomic_file
+from workers.data.cache import atomic_file
 from workers.vocabulary import did_you_mean
 
 __all__ = [
@@ -525,7 +525,7 @@ def write_generated_glue(root: str | os.PathLike, train_rows: int, dev_rows: int
     folder = Path(root) / GLUE_TASKS["synthetic"].directory
     folder.mkdir(parents=True, exist_ok=True)
     for name, rows, stream in (("train.tsv", train_rows, TRAIN_STREAM), ("dev.tsv", dev_rows, DEV_STREAM)):
-        with _atomic_file(folder / name, "w", newline="", encoding="utf-8") as handle:
+        with atomic_file(folder / name, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_NONE, lineterminator="\n")
             writer.writerow(SYNTHETIC_HEADER)
             writer.writerows(synthetic_rows(rows, seed, stream))

@@ -179,8 +179,8 @@ def header_problem(path: Path, columns: list[str]) -> None:
         names = ", ".join(name if name.isidentifier() else shown(name) for name in unknown[:20])
         raise ImportRejected(
             f"{path}: unknown columns {names}"
-            f"{' …' if len(unknown) > 20 else ''}{separated}; the trials columns are listed in the README "
-            "(Results: layout and schema). Nothing was written."
+            f"{' …' if len(unknown) > 20 else ''}{separated}; the trials columns are listed in docs/schema.md. "
+            "Nothing was written."
         )
 
 

@@ -313,7 +313,7 @@ def fix_hint(error: dict) -> str:
     if kind == "too_short":
         return "give at least one value"
     if kind in ("list_type", "dict_type", "model_type", "model_attributes_type"):
-        return 'see README.md, section "Writing a space", for the expected shape'
+        return 'see docs/spaces.md, section "Writing a space", for the expected shape'
     return ""
 
 

@@ -41,7 +41,8 @@ COMMON_DATA_FIELDS = {
 }
 SEQUENCE_DATA_FIELDS = {"listops": None}  # every token data set's record held ListOps' options, unset
 OMITTED_AT_DEFAULT = {
-    "data": {},  # a data set's field added later goes here, with the value at which it changes nothing
+    # a data set's later fields, at the value that changes nothing ("a.b": field b of the option block a)
+    "data": {"source": "folder", "hub": None, "glue.hub": None, "corpus.hub": None},
     "train": {"finetune": None, "compile": False, "channels_last": False, "eval_every_epochs": 1},
     "probes": {"probe_time_fraction": 0.02},
 }
@@ -55,9 +56,17 @@ def data_identity(data: DataSetSpec) -> dict:
 
 
 def without_later_defaults(section: str, fields: dict) -> dict:
-    """``fields`` without the section's :data:`OMITTED_AT_DEFAULT` fields that are at that value."""
-    omitted = OMITTED_AT_DEFAULT.get(section, {})
-    return {k: v for k, v in fields.items() if not (k in omitted and v == omitted[k])}
+    """``fields`` without the section's :data:`OMITTED_AT_DEFAULT` fields that are at that value (a dotted
+    name reaches into an option block)."""
+    kept = dict(fields)
+    for name, default in OMITTED_AT_DEFAULT.get(section, {}).items():
+        *blocks, key = name.split(".")
+        holder = kept
+        for block in blocks:
+            holder = holder.get(block) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and key in holder and holder[key] == default:
+            del holder[key]
+    return kept
 
 
 def section_identity(section: str, settings: BaseModel) -> dict:

@@ -92,6 +92,9 @@ TRIALS = pa.schema([
     ("data_wait_fraction", pa.float64()),
     ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, summed over attempts
     ("dataset", pa.string()),
+    # what the trial read: hub:<repo>[/<config>]@<revision>, folder:<root>#<hash of its files' paths and sizes>,
+    # generated:<name> (its options are in the config id) or embedded:<what>
+    ("data_identity", pa.string()),
     ("train_samples", pa.int64()),  # the training split's samples (images, sequences or windows), after limit_train
     ("val_samples", pa.int64()),  # held-out samples each evaluation scored (the eval split, after limit_val)
     ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees

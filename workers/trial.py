@@ -164,6 +164,7 @@ def record_model_fields(cfg: TrialConfig, spec: ModelSpec, meta: DataMeta, field
     fields.update(
         shape_fields(spec),
         dataset=cfg.data.name,
+        data_identity=cfg.data.data_identity(),
         train_samples=meta.train_size,
         val_samples=meta.val_size,
     )

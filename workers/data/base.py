@@ -16,6 +16,8 @@ Nothing here imports a data set module, so each of them can import this one.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,6 +123,22 @@ class DataSetSpec(StrictModel):
         """The trial's batch source on ``device``, from ``arrays`` when the driver loaded them."""
         raise NotImplementedError
 
+    def data_identity(self) -> str:
+        """What the trial read, for its row: ``folder:<root>#<hash>`` for data on disk (the hash, SHA-256 over
+        every file's relative path and size, tells two copies apart without reading them), else
+        ``generated:<name>`` (the options are in the config id). Data sets from the Hub say
+        ``hub:<repo>@<revision>``."""
+        if self.root_env is None:
+            return f"generated:{self.name}"
+        root = self.resolve_root().resolve()
+        return f"folder:{root}#{folder_hash(str(root))}"
+
+    def fetch(self) -> list[str]:
+        """Download (or find in the cache) what the data set needs, one line per part: what, rows, bytes and
+        where. Data on disk or generated here has nothing to fetch: say where it is read from."""
+        where = "generated here" if self.root_env is None else f"read from {self.require_local()}"
+        return [f"{self.name}: nothing to fetch ({where})"]
+
     def resolve_root(self) -> Path:
         """The data root: ``root`` if given, else ``$<root_env>``; a clear error if neither is set."""
         root = self.root or (os.environ.get(self.root_env) if self.root_env else None)
@@ -197,6 +215,18 @@ class LanguageDataSpec(SequenceDataSpec):
     def model_fields_from_data(self) -> dict:
         vocab = self.vocab_size()  # one class per token id
         return {"seq_len": self.seq_len, "vocab_size": vocab, "num_classes": vocab}
+
+
+@functools.lru_cache(maxsize=8)
+def folder_hash(root: str) -> str:
+    """SHA-256 (first 16 hex digits) over the sorted relative path and size of every file under ``root``."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            digest.update(f"{os.path.relpath(path, root)}\t{os.path.getsize(path)}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def keep_first_rows(splits, spec: DataSetSpec):

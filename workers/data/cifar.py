@@ -14,14 +14,20 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field, model_validator
 
 from workers.data.base import BatchSource, DataNotFoundError, ImageDataSpec
 from workers.data.batches import TensorBatches
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
 from workers.data.splits import ArraySplits
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
+HUB = {  # name: (default repository, image column, label column); splits train and test, as CIFAR's
+    "cifar10": ("uoft-cs/cifar10", "img", "label"),
+    "cifar100": ("uoft-cs/cifar100", "img", "fine_label"),
+}
 LAYOUT = {
     # name: (folder, training batch files, test batch file, label key, classes)
     "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], "test_batch", b"labels", 10),
@@ -85,10 +91,38 @@ class CifarData(ImageDataSpec):
     root_env: ClassVar[str] = CIFAR_ROOT_ENV
     native: ClassVar[tuple[int, int, int]] = (32, 3, 10)
 
+    source: Literal["folder", "hub"] = Field(default="folder", description="a local folder, or the Hub (data.hub)")
+    hub: HubSource | None = Field(default=None, description="source: hub: repo (default uoft-cs/cifar10 or 100)")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> CifarData:
+        check_hub_fields(self.source, self.hub, self.name)
+        return self
+
+    def hub_splits(self) -> HubSplits:
+        return HubSplits(self.hub.repo or HUB[self.name][0], self.hub, self.name, (("val", "test"),))
+
+    def data_identity(self) -> str:
+        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
+
+    def fetch(self) -> list[str]:
+        if self.source != "hub":
+            return super().fetch()
+        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
+
+    def hub_arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """Images (N, 3, 32, 32) uint8 and labels of one split from the Hub (its image and label columns)."""
+        _, image_column, label_column = HUB[self.name]
+        rows = self.hub_splits().load(split).with_format("numpy")
+        images = np.stack([np.asarray(image, dtype=np.uint8) for image in rows[image_column]])
+        return images.transpose(0, 3, 1, 2).copy(), np.asarray(rows[label_column], dtype=np.int64)
+
     def classes(self) -> int:
         return LAYOUT[self.name][4]
 
-    def require_local(self) -> Path:
+    def require_local(self) -> Path | None:
+        if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load
+            return None
         root = self.resolve_root()
         folder, train_files, test_file, _, _ = LAYOUT[self.name]
         missing = [name for name in [*train_files, test_file] if not (root / folder / name).is_file()]
@@ -104,8 +138,11 @@ class CifarData(ImageDataSpec):
     def load_arrays(self) -> ArraySplits:
         root = self.require_local()
         folder, train_files, test_file, label_key, classes = LAYOUT[self.name]
-        x_train, y_train = read_batches([root / folder / name for name in train_files], label_key)
-        x_val, y_val = read_batches([root / folder / test_file], label_key)
+        if self.source == "hub":
+            (x_train, y_train), (x_val, y_val) = self.hub_arrays("train"), self.hub_arrays("val")
+        else:
+            x_train, y_train = read_batches([root / folder / name for name in train_files], label_key)
+            x_val, y_val = read_batches([root / folder / test_file], label_key)
         splits = ArraySplits(self.name, x_train, y_train, x_val, y_val, classes, CIFAR_MEAN, CIFAR_STD, augment=True)
         return splits.first_rows(self.limit_train, self.limit_val)
 

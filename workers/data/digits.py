@@ -25,6 +25,9 @@ class DigitsData(ImageDataSpec):
     val_fraction: float = Field(default=0.2, gt=0.0, lt=1.0, description="held-out share")
     split_seed: int = Field(default=0, description="fixed split, shared by every trial")
 
+    def data_identity(self) -> str:
+        return "embedded:scikit-learn digits"
+
     def load_arrays(self) -> ArraySplits:
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split

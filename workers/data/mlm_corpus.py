@@ -75,9 +75,10 @@ from pydantic import Field, model_validator
 from workers.config import StrictModel
 from workers.data import glue as glue_files
 from workers.data import text as corpus_text
-from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, keep_first_rows
+from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, folder_hash, keep_first_rows
 from workers.data.batches import TokenWindowBatches
 from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line, iter_text
 from workers.data.splits import IGNORE_INDEX, smallest_uint
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ GENERATED_VAL_DIVISOR = 10  # generated corpus: the last n // 10 sentences (at l
 MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of selected tokens: [MASK], a random token; the rest stay themselves
 MLM_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
 
-Layout = Literal["text", "saved", "generated"]
+Layout = Literal["text", "saved", "generated", "hub"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,8 @@ def locate_corpus(spec: MLMCorpusData) -> tuple[Path | None, Layout]:
     or a :class:`DataNotFoundError` naming the folder, both layouts and ``$MLM_CORPUS_ROOT``."""
     if spec.corpus_options.source == "generated":
         return None, "generated"
+    if spec.corpus_options.source == "hub":
+        return spec.corpus_hub(), "hub"
     root = spec.optional_root()
     layouts = (
         "train.txt and valid.txt (one document per line), or a datasets folder saved with save_to_disk "
@@ -196,7 +199,9 @@ def iter_documents(root: Path | None, layout: Layout, split: str, corpus: Corpus
         return corpus_text.iter_saved(root, split, "mlm_corpus")
     if layout == "generated":
         return iter(_generated_split(corpus, split))
-    raise ValueError(f"unknown mlm_corpus layout {layout!r}; expected 'text', 'saved' or 'generated'")
+    if layout == "hub":
+        return iter_text(root.load(split), corpus_text.TEXT_COLUMN, "mlm_corpus")
+    raise ValueError(f"unknown mlm_corpus layout {layout!r}; expected 'text', 'saved', 'generated' or 'hub'")
 
 
 def split_identity(root: Path | None, layout: Layout, split: str, corpus: CorpusSpec) -> list:
@@ -204,6 +209,8 @@ def split_identity(root: Path | None, layout: Layout, split: str, corpus: Corpus
     corpus's [size, seed]."""
     if layout == "generated":
         return ["generated", corpus.generated_sentences, corpus.seed]
+    if layout == "hub":
+        return [root.identity(), root.split_name(split)]
     if layout == "saved":
         return corpus_text.saved_split_identity(root, split)
     return corpus_text.files_identity([root / TEXT_FILES[split]])
@@ -285,7 +292,7 @@ def load_mlm_tokenizer(
 ) -> MLMTokenizer:
     """The given tokenizer.json (``corpus.tokenizer``, relative to the root, else the root's tokenizer.json),
     else the WordPiece trained here (cached in ``folder``, default ``$SWEEP_CACHE_DIR/mlm_corpus``)."""
-    given = corpus_text.given_tokenizer(corpus.tokenizer, root)
+    given = corpus_text.given_tokenizer(corpus.tokenizer, root if isinstance(root, Path) else None)
     if given is not None:
         if not given.is_file():
             raise DataNotFoundError(
@@ -520,9 +527,10 @@ def generated_glue_root(glue: GlueSpec, seed: int, folder: Path | None = None) -
     return root
 
 
-def _encoded_split(glue_root: Path, task: str, split: str, limit: int | None, tokenizer, seq_len: int):
-    """(ids, lengths, labels, skipped rows) of one split of one task, its first ``limit`` rows."""
-    examples = glue_files.read_glue_split(glue_root, task, split)
+def _encoded_split(read, task: str, split: str, limit: int | None, tokenizer, seq_len: int):
+    """(ids, lengths, labels, skipped rows) of one split of one task, its first ``limit`` rows; ``read(task,
+    split)`` gives its examples."""
+    examples = read(task, split)
     text_a = examples.text_a[:limit]
     text_b = examples.text_b[:limit] if examples.text_b is not None else None
     ids, lengths = encode_glue_examples(tokenizer, text_a, text_b, seq_len)
@@ -535,24 +543,38 @@ def load_glue_arrays(
     """Every task of ``glue.tasks``, in that order, encoded by :func:`encode_glue_examples`; read from
     ``glue.root`` or ``$GLUE_DIR``, or the generated task written under ``folder`` with ``seed``. Tasks with
     the same training file (``mnli``, ``mnli_mm``) share one encoding of it."""
-    root = generated_glue_root(glue, seed, folder) if glue.generated else glue_files.glue_root(glue.root)
+    read = glue_reader(glue, seed, folder)
     trains: dict[tuple[str, str], tuple] = {}
     arrays = {}
     for name in glue.tasks:
         task = glue_files.get_task(name)
         source = (task.directory, task.train_file)
         if source not in trains:
-            trains[source] = _encoded_split(root, name, "train", glue.limit_train, tokenizer, seq_len)
+            trains[source] = _encoded_split(read, name, "train", glue.limit_train, tokenizer, seq_len)
         train = trains[source]
-        dev = _encoded_split(root, name, "dev", glue.limit_dev, tokenizer, seq_len)
+        dev = _encoded_split(read, name, "dev", glue.limit_dev, tokenizer, seq_len)
         arrays[name] = GlueArrays(name, task.metric, task.num_labels, *train[:3], *dev[:3], train[3] + dev[3])
     return arrays
 
 
+def glue_reader(glue: GlueSpec, seed: int, folder: Path | None):
+    """``read(task, split) -> GlueExamples`` for where the tasks are: the Hub, the generated task (written
+    under ``folder`` with ``seed``), or ``glue.root`` / ``$GLUE_DIR``."""
+    if glue.hub is not None:
+        hub = glue_hub(glue)
+        return lambda task, split: glue_files.read_hub_split(hub, task, split)
+    root = generated_glue_root(glue, seed, folder) if glue.generated else glue_files.glue_root(glue.root)
+    return lambda task, split: glue_files.read_glue_split(root, task, split)
+
+
+def glue_hub(glue: GlueSpec) -> HubSplits:
+    return HubSplits(glue.hub.repo or glue_files.HUB_REPO, glue.hub, "glue")
+
+
 def _require_glue(glue: GlueSpec) -> None:
     """:class:`DataNotFoundError` naming the first missing GLUE file (or the unset root); nothing for the
-    generated task, which is written at load."""
-    if glue.generated:
+    generated task, which is written at load, nor for the Hub's, read through the datasets cache."""
+    if glue.generated or glue.hub is not None:
         return
     try:
         root = glue_files.glue_root(glue.root)
@@ -721,7 +743,8 @@ class CorpusSpec(StrictModel):
     share of tokens masked (cramming: 0.25), each replaced by ``[MASK]`` with probability 0.8, by a random
     token with 0.1, kept with 0.1. ``seed``: generation and the fixed masking of the validation split."""
 
-    source: Literal["folder", "generated"] = "folder"
+    source: Literal["folder", "generated", "hub"] = "folder"
+    hub: HubSource | None = Field(default=None, description="source: hub: repo (a text column), revision")
     generated_sentences: int = Field(default=20_000, ge=10, description="source: generated only")
     tokenizer: str | None = Field(default=None, description="tokenizer.json to read instead of training one")
     vocab_size: int | None = Field(default=None, ge=16, description="WordPiece trained here (default 32,768)")
@@ -729,6 +752,13 @@ class CorpusSpec(StrictModel):
     val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
     mask_prob: float = Field(default=0.25, gt=0.0, lt=1.0, description="share of tokens masked (cramming: 0.25)")
     seed: int = Field(default=0, ge=0, description="generation and validation masking seed, shared by every trial")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> CorpusSpec:
+        check_hub_fields(self.source, self.hub, "mlm_corpus")
+        if self.hub is not None and self.hub.repo is None:
+            raise ValueError("mlm_corpus: data.corpus.hub.repo names the corpus's repository (no default)")
+        return self
 
     @model_validator(mode="after")
     def _one_tokenizer(self) -> CorpusSpec:
@@ -751,6 +781,7 @@ class GlueSpec(StrictModel):
     the first rows of each task's split."""
 
     root: str | None = None
+    hub: HubSource | None = Field(default=None, description="read the tasks from the Hub (repo default nyu-mll/glue)")
     tasks: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(CRAMMING_GLUE_TASKS))
     generated: bool = False
     generated_train_rows: int = Field(default=2000, ge=2)
@@ -770,6 +801,8 @@ class GlueSpec(StrictModel):
             )
         if len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"tasks must be unique, but got {self.tasks}")
+        if self.hub is not None and (self.generated or self.root is not None):
+            raise ValueError("glue: hub reads the tasks from the Hub; leave out root and generated with it")
         return self
 
 
@@ -792,13 +825,45 @@ class MLMCorpusData(LanguageDataSpec):
     def glue_options(self) -> GlueSpec:
         return self.glue or GlueSpec()
 
+    def corpus_hub(self) -> HubSplits:
+        return HubSplits(self.corpus_options.hub.repo, self.corpus_options.hub, "mlm_corpus", (("val", "validation"),))
+
+    def data_identity(self) -> str:
+        """The corpus's and the GLUE tasks' identities (each: hub, folder or generated)."""
+        corpus, glue = self.corpus_options, self.glue_options
+        if corpus.source == "hub":
+            text = self.corpus_hub().identity()
+        elif corpus.source == "generated":
+            text = "generated:mlm_corpus"
+        else:
+            text = super().data_identity()
+        if glue.hub is not None:
+            tasks = glue_hub(glue).identity()
+        elif glue.generated:
+            tasks = "generated:glue"
+        else:
+            root = glue_files.glue_root(glue.root).resolve()
+            tasks = f"folder:{root}#{folder_hash(str(root))}"
+        return f"corpus {text}; glue {tasks}"
+
+    def fetch(self) -> list[str]:
+        lines = []
+        if self.corpus_options.source == "hub":
+            lines += [fetch_line(self.corpus_hub(), split) for split in ("train", "val")]
+        if self.glue_options.hub is not None:
+            hub = glue_hub(self.glue_options)
+            for task in self.glue_options.tasks:
+                config, dev, _ = glue_files.HUB_TASKS[task]
+                lines += [fetch_line(hub, split, config) for split in ("train", dev)]
+        return lines or super().fetch()
+
     def vocab_size(self) -> int:
         """The vocabulary size to plan a model with, without reading the corpus: the given tokenizer.json's
         (largest id + 1; a :class:`DataNotFoundError` when ``corpus.tokenizer`` names a file that is not
         there), else ``corpus.vocab_size`` (default 32,768), the size asked of the WordPiece trained here (its
         real size, known after training, can be smaller; a larger one is an error at load)."""
         corpus = self.corpus_options
-        root = None if corpus.source == "generated" else self.optional_root()
+        root = self.optional_root() if corpus.source == "folder" else None
         path = corpus_text.given_tokenizer(corpus.tokenizer, root)
         if path is None:
             return corpus.vocab_size or CRAMMING_VOCAB_SIZE
@@ -814,6 +879,7 @@ class MLMCorpusData(LanguageDataSpec):
         """The corpus root once the corpus, the given tokenizer file and the GLUE files are all there (None for
         a generated corpus); otherwise a :class:`DataNotFoundError` saying what is missing. Reads no data."""
         root, _ = locate_corpus(self)
+        root = root if isinstance(root, Path) else None  # the Hub's corpus is read through the datasets cache
         given = corpus_text.given_tokenizer(self.corpus_options.tokenizer, root)
         if given is not None and not given.is_file():
             raise DataNotFoundError(

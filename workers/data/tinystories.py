@@ -61,9 +61,11 @@ from workers.config import StrictModel
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, keep_first_rows
 from workers.data.batches import LMBatches
 from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line, iter_text
 from workers.data.splits import LMSplits, smallest_uint
 from workers.data.text import (
     ENCODE_BATCH,
+    TEXT_COLUMN,
     TOKENIZER_TRAIN_CHARS,
     batched,
     cached_tokenizer,
@@ -86,6 +88,7 @@ TINYSTORIES_ROOT_ENV = "TINYSTORIES_ROOT"
 EOT = "<|endoftext|>"
 TEXT_FILES = {"train": "TinyStories-train.txt", "val": "TinyStories-valid.txt"}
 TEXT_DEFAULT_VOCAB_SIZE = 4096  # a byte-level BPE trained here when no tokenizer.json is given
+HUB_REPO = "roneneldan/TinyStories"  # source: hub, when data.hub.repo is left out
 TEXT_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
 
 
@@ -123,8 +126,11 @@ def _iter_text_file(path: Path) -> Iterator[str]:
             yield story
 
 
-def iter_stories(root: Path, layout: str, split: str) -> Iterator[str]:
-    """The stories of ``split`` (``train`` or ``val``) in file order, read lazily."""
+def iter_stories(root: Path | HubSplits, layout: str, split: str) -> Iterator[str]:
+    """The stories of ``split`` (``train`` or ``val``) in file order, read lazily (``root`` is the repository
+    for the ``hub`` layout)."""
+    if layout == "hub":
+        return iter_text(root.load(split), TEXT_COLUMN, "tinystories")
     if layout == "text":
         return _iter_text_file(root / TEXT_FILES[split])
     if layout == "saved":
@@ -132,8 +138,11 @@ def iter_stories(root: Path, layout: str, split: str) -> Iterator[str]:
     raise ValueError(f"unknown TinyStories layout {layout!r}; expected 'text' or 'saved'")
 
 
-def split_identity(root: Path, layout: str, split: str) -> list[list]:
-    """[path, size, mtime_ns] of every file a split is read from (the cache key's view of the data)."""
+def split_identity(root: Path | HubSplits, layout: str, split: str) -> list:
+    """[path, size, mtime_ns] of every file a split is read from (the cache key's view of the data); for the
+    Hub, the repository, revision and split."""
+    if layout == "hub":
+        return [root.identity(), root.split_name(split)]
     if layout == "text":
         return files_identity([root / TEXT_FILES[split]])
     return saved_split_identity(root, split)
@@ -213,7 +222,7 @@ def tinystories_tokenizer(root: Path, layout: str, text: TextSpec, folder: Path)
     """``(tokenizer, end-of-text id, vocab_size, description, hash)``: the given tokenizer file
     (``data.text.tokenizer``; the hash is of its bytes), or one trained on the training split (cached in
     ``folder``; the description names its settings and serves as the hash)."""
-    given = given_tokenizer(text.tokenizer, root)
+    given = given_tokenizer(text.tokenizer, root if isinstance(root, Path) else None)
     if given is not None:
         if not given.is_file():
             raise FileNotFoundError(f"tinystories: the tokenizer file {given} (data.text.tokenizer) does not exist")
@@ -348,7 +357,25 @@ class TinyStoriesData(LanguageDataSpec):
 
     name: Literal["tinystories"] = "tinystories"
     root_env: ClassVar[str] = TINYSTORIES_ROOT_ENV
+    source: Literal["folder", "hub"] = Field(default="folder", description="a local folder, or the Hub (data.hub)")
+    hub: HubSource | None = Field(default=None, description=f"source: hub: repo (default {HUB_REPO}), revision")
     text: TextSpec | None = Field(default=None, description="tokenizer and caps; None means TextSpec()'s")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> TinyStoriesData:
+        check_hub_fields(self.source, self.hub, "tinystories")
+        return self
+
+    def hub_splits(self) -> HubSplits:
+        return HubSplits(self.hub.repo or HUB_REPO, self.hub, "tinystories", (("val", "validation"),))
+
+    def data_identity(self) -> str:
+        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
+
+    def fetch(self) -> list[str]:
+        if self.source != "hub":
+            return super().fetch()
+        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
 
     @property
     def text_options(self) -> TextSpec:
@@ -359,7 +386,7 @@ class TinyStoriesData(LanguageDataSpec):
         or ``tokenizer.json`` in the data root; when it is not there, ``text.expected_vocab_size``), else
         ``text.vocab_size`` (default ``TEXT_DEFAULT_VOCAB_SIZE``), the size of the tokenizer trained here."""
         text = self.text_options
-        path = given_tokenizer(text.tokenizer, self.optional_root())
+        path = given_tokenizer(text.tokenizer, self.optional_root() if self.source == "folder" else None)
         if path is not None and path.is_file():
             size = read_tokenizer(path)[2]
             check_tokenizer_vocab(text, path, size)
@@ -374,7 +401,9 @@ class TinyStoriesData(LanguageDataSpec):
             )
         return text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
 
-    def require_local(self) -> Path:
+    def require_local(self) -> Path | None:
+        if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load
+            return None
         root = self.resolve_root()
         if find_layout(root) is None:
             raise DataNotFoundError(
@@ -395,7 +424,8 @@ class TinyStoriesData(LanguageDataSpec):
     def load_arrays(self) -> LMSplits:
         """Tokenised, packed into windows of ``seq_len`` + 1 ids and cached (:func:`load_tinystories_streams`)."""
         root = self.require_local()
-        streams, description, vocab_size = load_tinystories_streams(root, find_layout(root), self.text_options)
+        where, layout = (self.hub_splits(), "hub") if self.source == "hub" else (root, find_layout(root))
+        streams, description, vocab_size = load_tinystories_streams(where, layout, self.text_options)
         packed = {}
         for split, stream in streams.items():
             ids, labels = pack_windows(stream, self.seq_len)

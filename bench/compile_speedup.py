@@ -47,9 +47,10 @@ from pathlib import Path
 import torch
 
 from workers.config import ModelSpec, TrainSpec
+from workers.devices import synchronize
 from workers.models import build_model
 from workers.probes.flops import forward_flops_per_sample
-from workers.train import make_context, seed_everything, synchronize, train_step
+from workers.train import make_context, seed_everything, train_step
 
 MFU_GOAL = 0.75
 

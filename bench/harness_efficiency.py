@@ -8,7 +8,7 @@ What is measured, side by side in one process:
   itself (first ``throughput_warmup_steps`` steps excluded, device synchronised at both ends of each
   epoch's window; evaluation and probes fall outside the window).
 - **bare**: the same model (``workers.models.build_model``), batch size, device, precision, thread count,
-  global torch settings and data tensors (``workers.data.TensorBatches``), trained by a minimal loop: plain
+  global torch settings and data tensors (``workers.data.batches.TensorBatches``), trained by a minimal loop: plain
   ``AdamW``, ``CrossEntropyLoss(label_smoothing=0.1)``, gradient clipping; no schedule, no loss
   bookkeeping, no divergence checks. Timed like the trial's window (same warm-up steps, per-epoch windows).
 
@@ -46,10 +46,12 @@ from common import add_trial_options, trial_config
 from torch import nn
 
 import workers.trial
-from workers.config import DataSpec, ModelSpec, ProbeSpec, TrainSpec
-from workers.data import TensorBatches, load_arrays
+from workers.config import ModelSpec, ProbeSpec, TrainSpec
+from workers.data.batches import TensorBatches
+from workers.data.registry import data_spec, load_arrays
+from workers.devices import resolve_device, synchronize
 from workers.models import build_model
-from workers.train import autocast_for, resolve_device, seed_everything, synchronize
+from workers.train import autocast_for, seed_everything
 
 TARGET = 0.95
 
@@ -72,7 +74,7 @@ class BareLoop:
         torch.set_num_threads(config["threads"])
         # The same global torch settings as the trial (seeding, deterministic-algorithms switch).
         seed_everything(config["seed"], self.train.deterministic)
-        self.data = TensorBatches(arrays, DataSpec(name="digits"), self.device)
+        self.data = TensorBatches(arrays, data_spec(name="digits"), self.device)
         spec = workers.trial.spec_for_data(ModelSpec.model_validate(config["model"]), self.data.meta)
         self.model = build_model(spec).to(self.device)
         self.optimizer = torch.optim.AdamW(
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     config = harness_trial_config(args)
     device = resolve_device(args.device)
-    arrays = load_arrays(DataSpec(name="digits"))
+    arrays = load_arrays(data_spec(name="digits"))
     warmup_steps = ProbeSpec().throughput_warmup_steps
     torch.set_num_threads(args.threads)
     print(

@@ -31,11 +31,13 @@ import time
 import torch
 from common import add_trial_options, trial_config
 
-from workers.config import DataSpec, ModelSpec, ProbeSpec
-from workers.data import TensorBatches, load_arrays
+from workers.config import ModelSpec, ProbeSpec
+from workers.data.batches import TensorBatches
+from workers.data.registry import data_spec, load_arrays
+from workers.devices import resolve_device, synchronize
 from workers.models import build_model
 from workers.probes.kappa import kappa_per_layer
-from workers.train import resolve_device, seed_everything, synchronize
+from workers.train import seed_everything
 from workers.trial import run_trial, spec_for_data
 
 TARGET = 0.05
@@ -47,7 +49,7 @@ def kappa_call_ms(config: dict, arrays, calls: int) -> tuple[float, int, int]:
     device = resolve_device(config["device"])
     torch.set_num_threads(config["threads"])
     seed_everything(config["seed"], deterministic=True)
-    data = TensorBatches(arrays, DataSpec(name="digits"), device)
+    data = TensorBatches(arrays, data_spec(name="digits"), device)
     spec = spec_for_data(ModelSpec.model_validate(config["model"]), data.meta)
     model = build_model(spec).to(device)
     model.train()  # as in the trial: the probe switches to eval and back
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     config = trial_config(args)
     device = resolve_device(args.device)
-    arrays = load_arrays(DataSpec(name="digits"))
+    arrays = load_arrays(data_spec(name="digits"))
     torch.set_num_threads(args.threads)
     print(
         f"device {device}, threads {args.threads}, vit depth {args.depth} heads {args.num_heads} "

@@ -4,10 +4,10 @@ Generates an ImageNet-style class folder (``train/<class>/*.jpg``, ``val/<class>
 ``--image-px`` × ``--image-px`` × 3/4 px, smooth colour fields plus noise so they compress like photographs)
 in a temporary directory, then measures two rates in samples/s:
 
-- **loader**: ``workers.data.FolderBatches`` (the trial's loader: timm's training transform, a
+- **loader**: ``workers.data.imagefolder.FolderBatches`` (the trial's loader: timm's training transform, a
   random-resized crop to ``--img-size``, flip, colour jitter, normalisation, batches of ``--batch-size``)
   iterated alone, nothing else in the loop, for each worker count in ``--workers`` (default: 0 and the
-  trial default for this machine's CPUs, ``workers.data.loader_workers``). The first epoch starts the
+  trial default for this machine's CPUs, ``workers.data.loading.loader_workers``). The first epoch starts the
   workers and is untimed; the next ``--epochs`` are timed whole (an epoch's start, when the queue refills,
   is part of what a trial waits for).
 - **model**: the trial's training step (``workers.train.train_step``: AdamW, schedule, clipping; bf16
@@ -38,10 +38,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from workers.config import DataSpec, ModelSpec, TrainSpec
-from workers.data import FolderBatches, loader_workers
+from workers.config import ModelSpec, TrainSpec
+from workers.data.imagefolder import FolderBatches
+from workers.data.loading import loader_workers
+from workers.data.registry import data_spec
+from workers.devices import resolve_device, synchronize
 from workers.models import build_model
-from workers.train import make_context, resolve_device, synchronize, train_step
+from workers.train import make_context, train_step
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -77,7 +80,7 @@ def write_class_folder(root: Path, images: int, width: int, classes: int = 10) -
 
 def loader_rate(root: Path, workers: int, args: argparse.Namespace) -> float:
     """Training samples/s of FolderBatches with ``workers`` workers, over ``args.epochs`` timed epochs."""
-    spec = DataSpec(name="imagefolder", root=str(root), img_size=args.img_size, num_workers=workers)
+    spec = data_spec(name="imagefolder", root=str(root), img_size=args.img_size, num_workers=workers)
     data = FolderBatches(spec, torch.device("cpu"), cpus=args.threads)
     generator = torch.Generator().manual_seed(0)
     for _ in data.train_batches(args.batch_size, generator):  # starts the workers; untimed

@@ -57,8 +57,7 @@ import torch
 
 from sweep.plan import make_plan, trial_config
 from sweep.space_loader import load_space
-from workers.config import DataSpec
-from workers.data import load_arrays
+from workers.data.registry import data_spec, load_arrays
 from workers.trial import run_trial
 
 TARGET = 0.95
@@ -128,7 +127,7 @@ def vit_ti_row(args: argparse.Namespace) -> dict:
         "device": args.device,
         "threads": args.threads,
     }
-    arrays = load_arrays(DataSpec.model_validate(data))
+    arrays = load_arrays(data_spec(**data))
     label = f"ViT-Ti 32px {args.vit_epochs} ep, val {args.vit_val_fraction:.1%}"
     return run(label, with_probes(config, args), arrays)
 

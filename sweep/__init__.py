@@ -7,6 +7,7 @@ The few names a script needs, importable from ``sweep`` itself::
     name, space, profile = load_space("mqar_recall")
     outcome = run_sweep(make_plan(name, space, profile), Path("results"), name)
     columns, rows = run_query(Path("results"), "SELECT * FROM depth_edge")
+    open_results("results").vs_baseline.df()    # in a notebook: views as DuckDB relations or DataFrames
 
 They load on first use, so ``import sweep.errors`` (or the CLI's ``--help``) does not start Ray or torch.
 """
@@ -22,6 +23,7 @@ _FACADE = {
     "run_sweep": "sweep.tuner",
     "run_query": "sweep.sql",
     "connect": "sweep.sql",
+    "open_results": "sweep.notebook",
     "write_report": "sweep.report",
     "import_file": "sweep.importer",
     "SweepError": "sweep.errors",

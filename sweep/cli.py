@@ -26,7 +26,7 @@ import math
 import sys
 from pathlib import Path
 
-from sweep.errors import SweepError
+from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
@@ -427,6 +427,19 @@ def cmd_kappa_theory(args) -> int:
     return 0
 
 
+def cmd_data_fetch(args) -> int:
+    """Fetch the space's data through ``datasets`` (its progress bars on stderr); one line per split: rows,
+    bytes, the cache folder and the data's identity. A data set on disk or generated says so."""
+    _, space, _ = load_space(args.space, args.profile)
+    try:
+        lines = space.data.fetch()
+    except (FileNotFoundError, ValueError) as exc:
+        raise DataUnavailableError(str(exc)) from exc
+    for line in lines:
+        print(line)
+    return 0
+
+
 def cmd_data_export(args) -> int:
     from sweep.data_export import cmd_data_export as export
 
@@ -434,9 +447,15 @@ def cmd_data_export(args) -> int:
 
 
 def add_data_parser(sub) -> None:
-    """``sweep data export listops …``: generated ListOps as LRA's three TSV files."""
-    data = sub.add_parser("data", help="write data sets generated here (nothing is downloaded)")
-    exports = data.add_subparsers(dest="data_command", required=True).add_parser("export", help="write files")
+    """``sweep data export listops …`` (generated ListOps as LRA's three TSV files) and ``sweep data fetch SPACE``
+    (download what a space's Hub-sourced data needs, or find it in the cache)."""
+    data = sub.add_parser("data", help="fetch a space's Hub data, or write data sets generated here")
+    commands = data.add_subparsers(dest="data_command", required=True)
+    fetch = commands.add_parser("fetch", help="download (or find in the HF cache) what a space's data needs")
+    fetch.add_argument("space", help="a shipped space name or a path to a YAML file")
+    fetch.add_argument("--profile", help="the profile whose data to fetch (default: the space's default)")
+    fetch.set_defaults(func=cmd_data_fetch)
+    exports = commands.add_parser("export", help="write files")
     kinds = exports.add_subparsers(dest="data_set", required=True)
     lo = kinds.add_parser("listops", help="ListOps with LRA's grammar as basic_{train,val,test}.tsv (LRA's layout)")
     lo.add_argument("--rows", type=int, required=True, help="training rows")

@@ -1,6 +1,6 @@
 """``sweep data export listops``: generated ListOps written as LRA's three TSV files.
 
-The rows come from ``workers.listops`` (LRA's grammar, a seeded generator of its own); the files are LRA's
+The rows come from ``workers.data.listops`` (LRA's grammar, a seeded generator of its own); the files are LRA's
 layout (``basic_train.tsv``, ``basic_val.tsv``, ``basic_test.tsv``, header ``Source<TAB>Target``), so a
 folder written here can be read back as ``data: {name: lra_listops, root: DIR}`` or by LRA's own code.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sweep.errors import DataExportError
-from workers import listops
+from workers.data import listops
 
 PROGRESS_FROM_ROWS = 5000  # show progress on stderr when at least this many rows are generated
 LRA_TRAIN_PER_HELD_OUT = 48  # LRA: 96,000 training rows, 2,000 val and 2,000 test

@@ -57,6 +57,13 @@ class DataUnavailableError(SweepError):
     exit_code = 2
 
 
+class DataLoadError(SweepError):
+    """The space's data set is on this machine but cannot be read as that data set (a malformed or unsafe
+    file); the message names the file and what is wrong with it."""
+
+    exit_code = 2
+
+
 class ResultsError(SweepError):
     """The results folder cannot be read or written."""
 

@@ -61,7 +61,7 @@ REIMPORT = "save it as UTF-8 CSV (or as Parquet) and import it again"
 
 
 @dataclass(frozen=True)
-class Headline:
+class SpaceHeadline:
     """The metric a space is judged on: its name, direction, tolerance (None: the analysis default) and,
     for a shipped space, its question."""
 
@@ -78,9 +78,9 @@ class ShippedSettings:
 
     def __init__(self):
         self.names = set(shipped_spaces())
-        self.cache: dict[tuple, Headline | str] = {}
+        self.cache: dict[tuple, SpaceHeadline | str] = {}
 
-    def get(self, space, profile) -> Headline | str | None:
+    def get(self, space, profile) -> SpaceHeadline | str | None:
         """The shipped space's headline; a problem (str) when its profile does not exist; None when
         ``space`` is not a shipped space."""
         if space not in self.names:
@@ -93,7 +93,7 @@ class ShippedSettings:
                 shapes, _ = enumerate_shapes(loaded)
                 baselines = {resolve_baseline(loaded, shapes, family) for family in loaded.families()} - {None}
                 families = loaded.families()
-                self.cache[key] = Headline(
+                self.cache[key] = SpaceHeadline(
                     metric.name,
                     metric.mode,
                     metric.tolerance,
@@ -179,8 +179,8 @@ def header_problem(path: Path, columns: list[str]) -> None:
         names = ", ".join(name if name.isidentifier() else shown(name) for name in unknown[:20])
         raise ImportRejected(
             f"{path}: unknown columns {names}"
-            f"{' …' if len(unknown) > 20 else ''}{separated}; the trials columns are listed in the README "
-            "(Results: layout and schema). Nothing was written."
+            f"{' …' if len(unknown) > 20 else ''}{separated}; the trials columns are listed in docs/schema.md. "
+            "Nothing was written."
         )
 
 
@@ -294,7 +294,7 @@ def is_integer(value) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
-def row_problems(row: dict, shipped: Headline | str | None = None) -> list[str]:
+def row_problems(row: dict, shipped: SpaceHeadline | str | None = None) -> list[str]:
     """Every reason ``row`` cannot be a trials row (empty when it can). ``shipped``: the headline of the
     shipped space the row names (or why it cannot be had), None for any other space."""
     problems = [f"{name}: missing" for name in REQUIRED if row.get(name) in (None, "")]
@@ -331,13 +331,13 @@ def row_problems(row: dict, shipped: Headline | str | None = None) -> list[str]:
     return problems
 
 
-def row_headline(row: dict, shipped: Headline | None) -> Headline:
+def row_headline(row: dict, shipped: SpaceHeadline | None) -> SpaceHeadline:
     """The row's metric and direction: the shipped space's, else the row's ``metric`` (top1 when it has
     none) with its ``metric_mode`` or, when it has none, the metric's own direction."""
     if shipped is not None:
         return shipped
     metric = present(row, "metric") or DEFAULT_METRIC
-    return Headline(metric, present(row, "metric_mode") or natural_mode(metric))
+    return SpaceHeadline(metric, present(row, "metric_mode") or natural_mode(metric))
 
 
 def row_score(row: dict, metric: str):
@@ -348,7 +348,7 @@ def row_score(row: dict, metric: str):
     return score
 
 
-def headline_problems(row: dict, shipped: Headline | None) -> list[str]:
+def headline_problems(row: dict, shipped: SpaceHeadline | None) -> list[str]:
     """Every reason the row's metric, metric_mode and score cannot stand."""
     headline, given = row_headline(row, shipped), present(row, "metric")
     metric, natural, mode = headline.metric, natural_mode(headline.metric), present(row, "metric_mode")
@@ -407,7 +407,7 @@ def imported_config_id(row: dict) -> str:
     return "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def complete(row: dict, sweep_id: str, index: int, shipped: Headline | None = None) -> dict:
+def complete(row: dict, sweep_id: str, index: int, shipped: SpaceHeadline | None = None) -> dict:
     """Fill the derived columns an imported row may leave out, its headline metric and score among them."""
     headline = row_headline(row, shipped)
     row = {**row, "metric": headline.metric, "metric_mode": headline.mode, "score": row_score(row, headline.metric)}
@@ -497,7 +497,7 @@ def warn_no_baseline(space: str, results_dir: Path, sweep_id: str) -> None:
     )
 
 
-def shipped_headline(settings: ShippedSettings, row: dict) -> Headline | str | None:
+def shipped_headline(settings: ShippedSettings, row: dict) -> SpaceHeadline | str | None:
     """The headline of the shipped space the row names (None: not a shipped space, or not readable as one)."""
     space, profile = row.get("space"), present(row, "profile")
     if not isinstance(space, str) or not isinstance(profile, (str, type(None))):
@@ -508,7 +508,7 @@ def shipped_headline(settings: ShippedSettings, row: dict) -> Headline | str | N
 def mark_baselines(rows: list[dict], shipped: list) -> None:
     """For a file without ``is_baseline``: mark the rows of a shipped space whose shape is its baseline's."""
     for row, headline in zip(rows, shipped, strict=True):
-        if isinstance(headline, Headline):
+        if isinstance(headline, SpaceHeadline):
             row["is_baseline"] = tuple(row.get(key) for key in SHAPE_KEY) in headline.baselines
 
 
@@ -531,8 +531,8 @@ def write_all(path: Path, results_dir: Path, sweep_id: str, per_space: dict, set
         for space, space_rows in per_space.items():
             first = space_rows[0]
             headline = settings.get(space, present(first, "profile"))
-            if not isinstance(headline, Headline):
-                headline = Headline(first["metric"], first["metric_mode"])
+            if not isinstance(headline, SpaceHeadline):
+                headline = SpaceHeadline(first["metric"], first["metric_mode"])
             # A shipped space's question and tolerance; any other: its metric, tolerance left to the analysis
             written.append(Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
             settings_row = (headline.question, headline.metric, headline.mode, headline.tolerance)

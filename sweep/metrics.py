@@ -60,17 +60,12 @@ SEQUENCE_CLASSIFICATION_METRICS = ("accuracy", "val_loss")
 LANGUAGE_MODEL_METRICS = ("val_loss", "perplexity", "accuracy")  # per held-out token; accuracy: argmax is right
 # Masked LMs: the GLUE average after fine-tuning, and the masked-token loss, perplexity and accuracy of pretraining.
 MASKED_LM_METRICS = ("glue_avg", *LANGUAGE_MODEL_METRICS)
-# Which headline metrics each data set's trials report (DataSpec.name → metric names).
-DATASET_METRICS: dict[str, tuple[str, ...]] = {
-    "digits": IMAGE_METRICS,
-    "cifar10": IMAGE_METRICS,
-    "cifar100": IMAGE_METRICS,
-    "imagefolder": IMAGE_METRICS,
-    "listops": SEQUENCE_CLASSIFICATION_METRICS,
-    "lra_listops": SEQUENCE_CLASSIFICATION_METRICS,
-    "mqar": LANGUAGE_MODEL_METRICS,
-    "tinystories": LANGUAGE_MODEL_METRICS,
-    "mlm_corpus": MASKED_LM_METRICS,
+# Which headline metrics a data set's trials report, by what it gives a model (its class's ``modality``).
+MODALITY_METRICS: dict[str, tuple[str, ...]] = {
+    "image": IMAGE_METRICS,
+    "sequence": SEQUENCE_CLASSIFICATION_METRICS,
+    "causal_lm": LANGUAGE_MODEL_METRICS,
+    "masked_lm": MASKED_LM_METRICS,
 }
 
 DEFAULT_METRIC = "top1"

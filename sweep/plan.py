@@ -5,14 +5,13 @@ trial's worker config as plain data."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
-import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from sweep.identity import config_id as experiment_id
 from sweep.space import Space
-from workers.config import SEQUENCE_DATA_SETS, DataSpec, ModelSpec
+from workers.config import ModelSpec
 from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
 from workers.probes.flops import forward_flops_per_sample
@@ -24,14 +23,6 @@ VALUED_AXES = tuple(name for name in SHAPE_KEYS if name != "head_dim")
 # Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
 # does not change because other families exist. (seq_len and vocab_size come from the data instead.)
 FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim" and name not in DATA_DERIVED_FIELDS)
-
-# Input shape and classes of each image data set, known without reading it (planning must not need the data).
-DATA_SHAPES = {
-    "digits": (8, 1, 10),
-    "cifar10": (32, 3, 10),
-    "cifar100": (32, 3, 100),
-    "imagefolder": (224, 3, 1000),
-}
 
 
 @dataclass(frozen=True)
@@ -98,53 +89,6 @@ class Plan:
 
 
 # --- shapes -----------------------------------------------------------------------------------------------
-
-
-def data_modality(data: DataSpec) -> str:
-    """What the data set gives a model, as families name it: ``image``, ``sequence`` (token sequences to
-    classify), ``causal_lm`` (text, for next-token prediction) or ``masked_lm`` (text, for masked-token
-    prediction, then GLUE)."""
-    from workers.config import LM_DATA_SETS, MLM_DATA_SETS
-
-    if data.name in LM_DATA_SETS:
-        return "causal_lm"
-    if data.name in MLM_DATA_SETS:
-        return "masked_lm"
-    return "sequence" if data.name in SEQUENCE_DATA_SETS else "image"
-
-
-def is_sequence_data(data: DataSpec) -> bool:
-    """Token data of either kind (the model's length and vocabulary come from it)."""
-    return data_modality(data) != "image"
-
-
-def data_shape(data: DataSpec) -> tuple[int, int, int]:
-    """(img_size, in_chans, num_classes) the model will see (image data sets)."""
-    native, chans, classes = DATA_SHAPES[data.name]
-    if data.name == "imagefolder" and data.num_classes:
-        classes = data.num_classes
-    return data.img_size or native, chans, classes
-
-
-def data_fields(data: DataSpec) -> dict:
-    """The model fields the data set decides: image size, channels and classes, or for token sequences
-    the padded length, vocabulary and classes."""
-    if data_modality(data) == "causal_lm":  # next-token prediction: one class per token id
-        from workers.lm_data import lm_vocab_size
-
-        vocab = lm_vocab_size(data)
-        return {"seq_len": data.seq_len, "vocab_size": vocab, "num_classes": vocab}
-    if data_modality(data) == "masked_lm":  # masked-token prediction: one class per token id
-        from workers.mlm_data import mlm_vocab_size
-
-        vocab = mlm_vocab_size(data)
-        return {"seq_len": data.seq_len, "vocab_size": vocab, "num_classes": vocab}
-    if is_sequence_data(data):
-        from workers.listops import NUM_CLASSES, VOCAB_SIZE
-
-        return {"seq_len": data.seq_len, "vocab_size": VOCAB_SIZE, "num_classes": NUM_CLASSES}
-    img_size, in_chans, classes = data_shape(data)
-    return {"img_size": img_size, "in_chans": in_chans, "num_classes": classes}
 
 
 def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
@@ -221,10 +165,11 @@ def model_fields(space: Space, shape: Shape) -> dict:
         k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
     }
     common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}}
+    from_data = space.data.model_fields_from_data()
     if family.modality != "image":
-        return {**common, **data_fields(space.data), **specific}
+        return {**common, **from_data, **specific}
     image = {"patch_size": fixed.patch_size, "qkv_bias": fixed.qkv_bias, "drop_path_rate": fixed.drop_path_rate}
-    return {**common, **image, **data_fields(space.data), **specific}
+    return {**common, **image, **from_data, **specific}
 
 
 def freeze(fields: dict) -> tuple:
@@ -258,18 +203,8 @@ def measure_shape(fields: dict) -> tuple[int, int]:
 
 
 def config_id(model: dict, space: Space) -> str:
-    """Hash of everything that defines the experiment except the seed: model shape and sizes, data set
-    and split, training recipe, probe settings. Machine details (data root, loader workers, threads,
-    device) are left out, so the same config on another cluster has the same id."""
-    data = space.data.model_dump(exclude={"root", "num_workers"})
-    identity = {
-        "model": model,
-        "data": data,
-        "train": space.train.model_dump(),
-        "probes": space.probes.model_dump(),
-    }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-    return digest[:16]
+    """The id of ``model`` trained and measured as ``space`` says (``sweep/identity.py`` states the rule)."""
+    return experiment_id(model, space.data, space.train, space.probes)
 
 
 def trial_config(space: Space, model: dict, seed: int) -> dict:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from workers.data.glue import GLUE_TASKS
+
 SCHEMA_VERSION = 2
-# GLUE tasks with a score column in trials (workers/glue.py's GLUE_TASKS; a test keeps the two equal).
-GLUE_TASK_NAMES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "mnli_mm", "qnli", "rte", "wnli", "synthetic")
+GLUE_TASK_NAMES = tuple(GLUE_TASKS)  # each GLUE task has a score column in trials
 TABLES = ("trials", "epochs", "kappa")
 
 TRIALS = pa.schema([
@@ -45,6 +46,7 @@ TRIALS = pa.schema([
     ("head_dim_rule", pa.string()),
     ("status", pa.string()),  # ok | diverged | oom | error | pruned
     ("error", pa.string()),
+    ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)
     ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (sweep/metrics.py)
     ("metric_mode", pa.string()),  # max (higher is better) | min
     ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
@@ -65,8 +67,10 @@ TRIALS = pa.schema([
     ("flops_per_sample", pa.int64()),  # forward FLOPs (2 per multiply-add) per image
     ("peak_mem_bytes", pa.int64()),
     ("peak_mem_method", pa.string()),
+    ("peak_mem_batch_size", pa.int64()),  # the training batch peak_mem_bytes was measured at (per worker)
     ("train_samples_per_s", pa.float64()),
     ("infer_samples_per_s", pa.float64()),
+    ("infer_batch_size", pa.int64()),  # the batch inference throughput was timed at
     ("train_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, steady-state training
     ("infer_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, eval-mode batches
     ("latency_b1_ms", pa.float64()),  # one forward pass of one sample (a whole window for sequences)
@@ -79,6 +83,8 @@ TRIALS = pa.schema([
     ("wall_s", pa.float64()),
     ("train_s", pa.float64()),
     ("kappa_probe_s", pa.float64()),
+    ("eval_s", pa.float64()),  # wall seconds of held-out evaluation, summed over the trial's attempts
+    ("end_probes_s", pa.float64()),  # wall seconds of the end-of-trial probes (memory, inference, latencies)
     # Share of steady-state training time blocked waiting for the next batch: seconds inside next() on the
     # batch iterator ÷ wall seconds of the throughput window (the same window as train_samples_per_s), over
     # every attempt's epochs (workers/train.py train_one_epoch). Near 0: data ready in time; 0.2 or more:
@@ -86,9 +92,21 @@ TRIALS = pa.schema([
     ("data_wait_fraction", pa.float64()),
     ("compile_s", pa.float64()),  # train.compile: wall seconds of the first (compiling) step, summed over attempts
     ("dataset", pa.string()),
+    # what the trial read: hub:<repo>[/<config>]@<revision>, folder:<root>#<hash of its files' paths and sizes>,
+    # generated:<name> (its options are in the config id) or embedded:<what>
+    ("data_identity", pa.string()),
+    ("train_samples", pa.int64()),  # the training split's samples (images, sequences or windows), after limit_train
+    ("val_samples", pa.int64()),  # held-out samples each evaluation scored (the eval split, after limit_val)
     ("seq_len", pa.int64()),  # sequence trials: tokens per sample the model sees
+    ("img_size", pa.int64()),  # image trials: the side the model sees, in pixels
+    ("patch_size", pa.int64()),  # image trials: the patch side, in pixels
+    ("num_tokens", pa.int64()),  # tokens each attention layer sees per sample (patches and class token, or seq_len)
+    ("num_classes", pa.int64()),  # classes of the model's head (the vocabulary for language models)
     ("tokenizer", pa.string()),  # language models: the tokenizer file read, or the one trained locally
     ("device", pa.string()),
+    ("torch_version", pa.string()),
+    ("timm_version", pa.string()),
+    ("transformers_version", pa.string()),  # sequence and language families (HF transformers)
     ("node_id", pa.string()),  # the Ray node that ran the trial (its last attempt)
     ("git_sha", pa.string()),
     ("started_at", pa.timestamp("ms", tz="UTC")),

@@ -21,21 +21,22 @@ from ray import tune
 
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
-from sweep.schema import GLUE_TASK_NAMES, SCHEMA_VERSION, TABLES, table_from_rows
+from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
 
 # Columns copied from the worker's record into the trials row (everything else comes from the plan).
-RECORD_COLUMNS = (
-    "status", "error", "top1", "top5", "accuracy", "val_loss", "perplexity", "params", "params_attention", "params_mlp",
-    "params_embed_head", "flops_per_sample", "peak_mem_bytes", "peak_mem_method", "train_samples_per_s",
-    "infer_samples_per_s", "train_tokens_per_s", "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms",
-    "kappa_mean", "kappa_max", "epochs_run", "steps_run", "wall_s", "train_s", "kappa_probe_s", "dataset", "seq_len",
-    "tokenizer", "device", "glue_avg", *(f"glue_{task}" for task in GLUE_TASK_NAMES), "finetune_s",
-    "started_at", "finished_at", "resident_data_bytes", "workers_per_trial",
-    "data_wait_fraction", "compile_s",
-)  # fmt: skip
+# The trials columns the driver fills (from the plan, the run and Ray), never from the worker's record.
+DRIVER_COLUMNS = frozenset({
+    "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",
+    "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "head_dim_rule", "metric", "metric_mode",
+    "score", "restarts", "node_id", "git_sha", "trial_config",
+})  # fmt: skip
+# Every other trials column is taken from the worker's record (sweep/schema.py is the one list of columns).
+RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
+# Keys of a record that are not columns: the per-epoch and per-layer rows, written to their own tables.
+RECORD_TABLES = frozenset({"epochs", "kappa"})
 # A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.
 EPOCH_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "val_accuracy": "accuracy", "val_loss": "val_loss",
                  "val_perplexity": "perplexity",
@@ -107,6 +108,13 @@ def record_space(
     write_atomic(table_from_rows("spaces", [row]), Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
 
 
+def warn_unknown_keys(record: dict) -> None:
+    """Log a record key with no column: a measurement the worker took and no table would keep."""
+    unknown = sorted(set(record) - set(TRIALS.names) - RECORD_TABLES)
+    if unknown:
+        log.warning("trial record keys with no trials column (not written): %s; add them to sweep/schema.py", unknown)
+
+
 class TrialRows:
     """Build a trial's rows for the three tables from its plan payload and what the worker reported."""
 
@@ -144,6 +152,7 @@ class TrialRows:
             "metric_mode": self.metric_mode,
         }
         if record:
+            warn_unknown_keys(record)
             row.update({k: record[k] for k in RECORD_COLUMNS if record.get(k) is not None})
             row["score"] = record.get(self.metric)
         elif epochs:  # stopped early or lost: keep what the epochs said

@@ -16,7 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sweep.metrics import DEFAULT_METRIC, METRICS
-from workers.config import DataSpec, ProbeSpec, TrainSpec
+from workers.config import ProbeSpec, TrainSpec
+from workers.data.digits import DigitsData
+from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
 from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
@@ -308,7 +310,7 @@ class Space(Strict):
     constraints: Constraints = Constraints()
     baseline: dict[str, PositiveInt]
     seeds: Annotated[list[int], Field(min_length=1)] = [0]
-    data: DataSpec = DataSpec()
+    data: DataSpec = DigitsData()
     train: TrainSpec = TrainSpec()
     probes: ProbeSpec = ProbeSpec()
     search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
@@ -348,7 +350,6 @@ SECTION_MODELS = {
     "model": ModelFixed,
     "axes": Axes,
     "constraints": Constraints,
-    "data": DataSpec,
     "train": TrainSpec,
     "probes": ProbeSpec,
     "scheduler": Scheduler,

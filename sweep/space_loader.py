@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sweep.errors import MISSING, ConfigIssue, SpaceError, UnknownSpaceError
 from sweep.space import SECTION_MODELS, SPACES_DIR_ENV, Space
 from sweep.validation import space_issues
+from workers.data.registry import BY_NAME, DATA_SET_NAMES, DEFAULT_DATA_SET, fields_taken_by
 from workers.vocabulary import did_you_mean
 
 # --- locating and loading ---------------------------------------------------------------------------------
@@ -95,14 +96,32 @@ def read_yaml(path: Path) -> dict:
 
 
 def deep_merge(base: dict, override: dict) -> dict:
-    """``override`` merged into a copy of ``base``: nested dicts merge, anything else replaces."""
+    """``override`` merged into a copy of ``base``: nested dicts merge, anything else replaces. A ``data``
+    block that names another data set keeps only the base's keys that data set takes (``seq_len`` from one
+    token data set to another, not ``num_classes`` from class folders to digits)."""
     merged = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if key == "data" and names_another_data_set(merged.get(key), value):
+            merged[key] = deep_merge(keys_taken_by(value["name"], merged[key]), value)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def names_another_data_set(base, override) -> bool:
+    """Both are data blocks and the override names a data set other than the base's (``digits`` when the
+    base names none); an override without a name refines the base's data set."""
+    if not (isinstance(base, dict) and isinstance(override, dict)) or "name" not in override:
+        return False
+    return override["name"] != base.get("name", DEFAULT_DATA_SET)
+
+
+def keys_taken_by(data_set: str, block: dict) -> dict:
+    """The keys of a data block that ``data_set`` takes (all of them for an unknown name, reported later)."""
+    cls = BY_NAME.get(data_set)
+    return {k: v for k, v in block.items() if cls is None or k in cls.model_fields}
 
 
 RECIPES = "recipes"  # the folder, beside the spaces, of the recipes a space may extend
@@ -228,12 +247,37 @@ def pydantic_issue(error: dict, file: str, prefix: str, override: dict | None) -
     rule, fix = error["msg"].removeprefix("Value error, "), fix_hint(error)
     if error["type"] == "extra_forbidden" and error["loc"][-1] in MOVED_KEYS:
         rule, fix = MOVED_KEYS[error["loc"][-1]]
+    elif error["type"] == "unknown_data_set":
+        name = value.get("name") if isinstance(value, dict) else value
+        path, value, rule = f"{path}.name", name, "must name a registered data set (workers/data/registry.py)"
+        fix = did_you_mean(str(name), DATA_SET_NAMES, n=2) + f"known: {', '.join(DATA_SET_NAMES)}"
+    elif error["type"] == "extra_forbidden" and is_data_set_key(error["loc"]):
+        rule, fix = misplaced_data_key(*error["loc"][1:]) or (rule, fix)
     return ConfigIssue(file, profile_path(path, prefix, override), rule, value, fix)
+
+
+def is_data_set_key(loc: tuple) -> bool:
+    """``("data", <data set>, key)``: a key directly under ``data:`` (pydantic puts the data set's name,
+    the union's tag, between them)."""
+    return len(loc) == 3 and loc[0] == "data" and loc[1] in BY_NAME
+
+
+def misplaced_data_key(data_set: str, key: str) -> tuple[str, str] | None:
+    """(rule, fix) for a key that belongs to other data sets than ``data_set``; None for an unknown key."""
+    takers = fields_taken_by(key)
+    if not takers:
+        return None
+    return (
+        f"{key} is not a field of data set {data_set!r}; it is for {', '.join(takers)}",
+        f"remove `{key}`, or set data.name to a data set that takes it",
+    )
 
 
 def format_loc(loc: tuple) -> str:
     parts: list[str] = []
-    for item in loc:
+    for index, item in enumerate(loc):
+        if index == 1 and loc[0] == "data" and item in BY_NAME:
+            continue  # the data set's name: the union's tag, not a key in the file
         if isinstance(item, int):
             parts.append(f"[{item}]")
         elif item in (
@@ -269,7 +313,7 @@ def fix_hint(error: dict) -> str:
     if kind == "too_short":
         return "give at least one value"
     if kind in ("list_type", "dict_type", "model_type", "model_attributes_type"):
-        return 'see README.md, section "Writing a space", for the expected shape'
+        return 'see docs/spaces.md, section "Writing a space", for the expected shape'
     return ""
 
 
@@ -281,7 +325,10 @@ def close_key_hint(loc: tuple) -> str:
 def allowed_keys(parent: tuple) -> list[str]:
     if not parent:
         return list(Space.model_fields)
-    model = SECTION_MODELS.get(str(parent[0]))
+    if parent[0] == "data":
+        model = BY_NAME.get(str(parent[1])) if len(parent) > 1 else None
+    else:
+        model = SECTION_MODELS.get(str(parent[0]))
     return list(model.model_fields) if model else []
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pickle
 import tempfile
 import threading
 import time
@@ -22,12 +23,13 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from sweep import validation
+from sweep.errors import DataLoadError
 from sweep.metrics import record_key
 from sweep.plan import Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Resources
-from workers.data import load_arrays
+from workers.data.registry import load_arrays
 from workers.distributed import DRIVER_CPUS, WorkerPlan
 from workers.ray_train import run_data_parallel
 from workers.trial import run_trial
@@ -376,6 +378,15 @@ def count_statuses(written: dict) -> dict[str, int]:
     return statuses
 
 
+def load_driver_arrays(plan: Plan):
+    """The space's in-memory data set (None for data each trial reads from disk); a file that cannot be read
+    as the data set is a :class:`DataLoadError` (one line, exit 2), not a traceback."""
+    try:
+        return load_arrays(plan.space.data)
+    except (ValueError, OSError, pickle.UnpicklingError) as exc:
+        raise DataLoadError(f"data set {plan.space.data.name!r} cannot be loaded: {exc}") from exc
+
+
 def run_sweep(
     plan: Plan,
     results_dir: Path,
@@ -395,9 +406,9 @@ def run_sweep(
     results_dir = Path(results_dir).resolve()
     sweep_id = new_sweep_id(plan)
     started = time.monotonic()
+    arrays = load_driver_arrays(plan)  # once, on the driver, before Ray starts; trials read the object store
     where = init_ray()
     log.info("ray: %s", where)
-    arrays = load_arrays(plan.space.data)  # once, on the driver; trials read it from the object store
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters

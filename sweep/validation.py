@@ -8,21 +8,18 @@ Rules about one section alone are pydantic validators on the models in ``sweep/s
 from __future__ import annotations
 
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
-from sweep.metrics import DATASET_METRICS, METRICS, direction_words, natural_mode, tolerance_unit
+from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
 from sweep.plan import (
     FAMILY_KEYS,
     VALUED_AXES,
     Shape,
-    data_modality,
-    data_shape,
     enumerate_shapes,
-    is_sequence_data,
     model_fields,
     resolve_baseline,
 )
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from workers.config import ModelSpec
-from workers.data import DataNotFoundError, require_local_data
+from workers.data.base import DataNotFoundError
 from workers.distributed import BatchSplitError, per_worker_batch
 from workers.models import get_family
 from workers.vocabulary import did_you_mean
@@ -106,7 +103,7 @@ def key_name_issues(space: Space, file: str) -> list[ConfigIssue]:
 
 def patch_size_issues(space: Space, file: str) -> list[ConfigIssue]:
     """For image data, ``model.patch_size`` divides the image size."""
-    img_size = None if is_sequence_data(space.data) else data_shape(space.data)[0]
+    img_size = space.data.model_fields_from_data()["img_size"] if space.data.modality == "image" else None
     if img_size is None or not img_size % space.model.patch_size:
         return []
     return [
@@ -151,8 +148,13 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
             issues.append(ConfigIssue(file, path, "must be a registered model family", name, hint))
     if issues:
         return issues
-    wanted = data_modality(space.data)
-    kind = {"sequence": "token sequences to classify", "causal_lm": "text for next-token prediction", "image": "images"}
+    wanted = space.data.modality
+    kind = {
+        "sequence": "token sequences to classify",
+        "causal_lm": "text for next-token prediction",
+        "masked_lm": "text for masked-token prediction",
+        "image": "images",
+    }
     for name in space.families():
         reads = get_family(name).modality
         if reads != wanted:
@@ -178,8 +180,8 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
 
 
 def reported_headline_metrics(space: Space) -> tuple[str, ...]:
-    """The headline metrics the space's data set reports (every known one for a data set not listed)."""
-    return DATASET_METRICS.get(space.data.name, tuple(METRICS))
+    """The headline metrics the space's data set reports, by what it gives a model."""
+    return MODALITY_METRICS[space.data.modality]
 
 
 def metric_issues(space: Space, file: str) -> list[ConfigIssue]:
@@ -310,7 +312,7 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
 def check_data(space: Space, space_ref: str) -> None:
     """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
     try:
-        require_local_data(space.data)
+        space.data.require_local()
     except DataNotFoundError as exc:
         offline = next((name for name in ("cpu", "smoke") if name in space.profiles), None)
         hint = (

@@ -1,4 +1,11 @@
 import os
+import tempfile
+
+# No test may reach the network: the Hugging Face libraries read these when first imported, so they are set
+# before any test module loads them. Their cache is this session's own, never the user's ~/.cache.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
 
 import pytest
 import torch

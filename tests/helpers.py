@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,3 +127,28 @@ def assert_tables_agree(results) -> None:
     for kappa_mean, over_layers, in_epochs, tokens_per_s, samples_times_len in rows:
         assert kappa_mean == pytest.approx(over_layers, rel=1e-12) == pytest.approx(in_epochs, rel=1e-12)
         assert tokens_per_s == (pytest.approx(samples_times_len) if samples_times_len is not None else None)
+
+
+# --- stories in TinyStories' layout (tests/test_lm_data.py, tests/test_hub_data.py) ---------------------------
+
+TEXT = "once upon a time there was little girl named lily she loved to play with her red ball in the park"
+WORDS = tuple(TEXT.split(" "))
+
+
+def make_stories(count, seed):
+    rng = np.random.default_rng(seed)
+    return [
+        " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), size=rng.integers(3, 12))) + "." for _ in range(count)
+    ]
+
+
+TRAIN_STORIES = make_stories(200, 0)
+VAL_STORIES = make_stories(30, 1)
+
+
+def write_text_layout(root, train=TRAIN_STORIES, val=VAL_STORIES):
+    """The release's layout: stories separated by a line <|endoftext|>, with a multi-line story first."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, stories in (("TinyStories-train.txt", train), ("TinyStories-valid.txt", val)):
+        (root / name).write_text("".join(f"{story}\n<|endoftext|>\n" for story in stories), encoding="utf-8")
+    return root

@@ -82,3 +82,48 @@ def test_the_facade_loads_lazily_and_names_real_functions():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 0
+
+
+def test_config_imports_no_data_module():
+    """The model, recipe and probe settings sit below the data sets: each data set's module builds on them."""
+    assert not {m for m in imported_modules(ROOT / "workers" / "config.py") if m.startswith("workers.data")}
+
+
+def string_comparisons(path: Path) -> set[str]:
+    """String constants that ``path`` compares with ``==``/``!=``/``in`` or matches in a dict or tuple of them."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                elements = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                found.update(e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        elif isinstance(node, ast.Dict):
+            found.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    return found
+
+
+def test_no_code_outside_a_data_sets_module_branches_on_its_name():
+    """Adding a data set is its module and a registry line: nothing in sweep/ or the rest of workers/ may
+    decide by a data set's name (``if data.name == "mqar"``, a table keyed by names)."""
+    from workers.data.registry import DATA_SET_NAMES
+
+    # sweep/identity.py names the ListOps options field `listops` of the flat layout config ids were hashed from
+    outside = [
+        p
+        for p in (*(ROOT / "sweep").rglob("*.py"), *(ROOT / "workers").rglob("*.py"))
+        if "data" not in p.parts and p != ROOT / "sweep" / "identity.py"
+    ]
+    offenders = {str(p.relative_to(ROOT)): sorted(string_comparisons(p) & set(DATA_SET_NAMES)) for p in outside}
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_the_registry_lists_every_data_set_module_and_only_those():
+    from workers.data.base import DataSetSpec
+    from workers.data.registry import DATA_SETS
+
+    def subclasses(cls):
+        return {cls, *(s for sub in cls.__subclasses__() for s in subclasses(sub))}
+
+    named = {cls for cls in subclasses(DataSetSpec) if "name" in cls.model_fields}  # a concrete data set
+    assert named == set(DATA_SETS)
+    assert all(cls.__module__.startswith("workers.data.") for cls in DATA_SETS)

@@ -153,7 +153,7 @@ def test_classifier_copies_the_encoder_and_leaves_the_pretrained_model_alone():
 
 def test_every_glue_task_has_a_trials_column():
     from sweep.schema import GLUE_TASK_NAMES, TRIALS
-    from workers.glue import GLUE_TASKS
+    from workers.data.glue import GLUE_TASKS
 
     assert set(GLUE_TASK_NAMES) == set(GLUE_TASKS)
     assert {f"glue_{task}" for task in GLUE_TASKS} | {"glue_avg"} <= set(TRIALS.names)

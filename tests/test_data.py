@@ -1,5 +1,6 @@
 """Data: the embedded digits, and the real CIFAR and class-folder loaders on tiny files made here."""
 
+import os
 import pickle
 
 import numpy as np
@@ -7,24 +8,28 @@ import pytest
 import torch
 from PIL import Image
 
-from workers.config import DataSpec
-from workers.data import DataNotFoundError, FolderBatches, TensorBatches, load_arrays, open_batches
+from sweep.cli import main
+from workers.data.base import DataNotFoundError
+from workers.data.batches import TensorBatches
+from workers.data.cifar import CifarUnpickler, UnsafePickleError
+from workers.data.imagefolder import FolderBatches
+from workers.data.registry import data_spec, load_arrays, open_batches
 
 CPU = torch.device("cpu")
 
 
 def test_digits_split_is_fixed_stratified_and_independent_of_trial_seed():
-    first = load_arrays(DataSpec(name="digits"))
-    second = load_arrays(DataSpec(name="digits"))
+    first = load_arrays(data_spec(name="digits"))
+    second = load_arrays(data_spec(name="digits"))
     assert first.x_train.shape == (1437, 1, 8, 8) and first.x_val.shape == (360, 1, 8, 8)
     assert np.array_equal(first.y_val, second.y_val)
     assert np.bincount(first.y_val).min() >= 35  # every class held out in proportion
-    other = load_arrays(DataSpec(name="digits", split_seed=1))
+    other = load_arrays(data_spec(name="digits", split_seed=1))
     assert not np.array_equal(first.y_val, other.y_val)
 
 
 def test_tensor_batches_shuffle_by_seed_and_cover_the_epoch():
-    batches = TensorBatches(load_arrays(DataSpec(name="digits")), DataSpec(name="digits"), CPU)
+    batches = TensorBatches(load_arrays(data_spec(name="digits")), data_spec(name="digits"), CPU)
     epoch_a = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
     epoch_b = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
     assert len(epoch_a) == 14 and all(x.shape == (100, 1, 8, 8) for x, _ in epoch_a)
@@ -33,7 +38,7 @@ def test_tensor_batches_shuffle_by_seed_and_cover_the_epoch():
 
 
 def test_digits_can_be_resized():
-    spec = DataSpec(name="digits", img_size=16)
+    spec = data_spec(name="digits", img_size=16)
     batches = open_batches(spec, CPU)
     assert batches.meta.img_size == 16 and batches.probe_images(3).shape == (3, 1, 16, 16)
 
@@ -54,7 +59,7 @@ def write_fake_cifar10(root, train_per_batch=6, test=10):
 
 
 def test_cifar10_reads_torchvision_layout_from_local_root(tmp_path):
-    spec = DataSpec(name="cifar10", root=str(write_fake_cifar10(tmp_path)))
+    spec = data_spec(name="cifar10", root=str(write_fake_cifar10(tmp_path)))
     arrays = load_arrays(spec)
     assert arrays.x_train.shape == (30, 3, 32, 32) and arrays.x_val.shape == (10, 3, 32, 32)
     assert arrays.num_classes == 10 and arrays.augment
@@ -73,22 +78,22 @@ def test_cifar100_uses_fine_labels(tmp_path):
             b"coarse_labels": [0] * count,
         }
         (folder / name).write_bytes(pickle.dumps(batch))
-    arrays = load_arrays(DataSpec(name="cifar100", root=str(tmp_path)))
+    arrays = load_arrays(data_spec(name="cifar100", root=str(tmp_path)))
     assert arrays.num_classes == 100 and set(arrays.y_train) == {99}
 
 
 def test_cifar_missing_is_a_clear_error_and_no_download(tmp_path, monkeypatch):
     monkeypatch.delenv("CIFAR_ROOT", raising=False)
     with pytest.raises(DataNotFoundError, match="CIFAR_ROOT"):
-        load_arrays(DataSpec(name="cifar10"))
+        load_arrays(data_spec(name="cifar10"))
     with pytest.raises(DataNotFoundError, match=r"cifar-10-batches-py.*Nothing is downloaded"):
-        load_arrays(DataSpec(name="cifar10", root=str(tmp_path)))
+        load_arrays(data_spec(name="cifar10", root=str(tmp_path)))
     assert list(tmp_path.iterdir()) == []  # nothing was fetched or created
 
 
 def test_cifar_root_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CIFAR_ROOT", str(write_fake_cifar10(tmp_path)))
-    assert load_arrays(DataSpec(name="cifar10")).x_val.shape[0] == 10
+    assert load_arrays(data_spec(name="cifar10")).x_val.shape[0] == 10
 
 
 def write_class_folders(root, classes=("cat", "dog"), per_class=4):
@@ -103,7 +108,7 @@ def write_class_folders(root, classes=("cat", "dog"), per_class=4):
 
 
 def test_imagefolder_reads_train_and_val_with_timm_transforms(tmp_path):
-    spec = DataSpec(name="imagefolder", root=str(write_class_folders(tmp_path)), img_size=32, num_workers=0)
+    spec = data_spec(name="imagefolder", root=str(write_class_folders(tmp_path)), img_size=32, num_workers=0)
     batches = FolderBatches(spec, CPU)
     assert batches.meta.num_classes == 2 and batches.meta.train_size == 8 and batches.meta.val_size == 8
     images, labels = next(batches.train_batches(4, torch.Generator().manual_seed(0)))
@@ -116,7 +121,66 @@ def test_imagefolder_reads_train_and_val_with_timm_transforms(tmp_path):
 def test_imagefolder_missing_split_names_path_and_variable(tmp_path, monkeypatch):
     (tmp_path / "train").mkdir()
     with pytest.raises(DataNotFoundError, match=r"val.*IMAGENET_ROOT"):
-        FolderBatches(DataSpec(name="imagefolder", root=str(tmp_path)), CPU)
+        FolderBatches(data_spec(name="imagefolder", root=str(tmp_path)), CPU)
     monkeypatch.delenv("IMAGENET_ROOT", raising=False)
     with pytest.raises(DataNotFoundError, match="IMAGENET_ROOT"):
-        FolderBatches(DataSpec(name="imagefolder"), CPU)
+        FolderBatches(data_spec(name="imagefolder"), CPU)
+
+
+class RunsCode:
+    """What a crafted data file would carry: unpickling it calls ``os.system``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def write_cifar10_with(root, payload):
+    """CIFAR-10's layout whose first training batch is ``payload`` pickled (the rest real batches)."""
+    write_fake_cifar10(root)
+    (root / "cifar-10-batches-py" / "data_batch_1").write_bytes(pickle.dumps(payload))
+    return root
+
+
+def test_a_cifar_batch_that_names_any_other_global_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "ran"
+    root = write_cifar10_with(tmp_path / "data", {b"data": RunsCode(marker), b"labels": [0]})
+    with pytest.raises(UnsafePickleError) as refused:
+        load_arrays(data_spec(name="cifar10", root=str(root)))
+    message = str(refused.value)
+    assert "\n" not in message and "data_batch_1 is not a CIFAR batch" in message
+    assert f"asks to load {os.system.__module__}.system" in message
+    assert not marker.exists()  # the command was never run
+
+
+@pytest.mark.parametrize("protocol", [2, pickle.HIGHEST_PROTOCOL])
+def test_the_restricted_unpickler_reads_what_cifar_files_hold(tmp_path, protocol):
+    """numpy arrays, lists, bytes, str and ints round-trip at the old protocol CIFAR's files use and the newest."""
+    batch = {
+        b"batch_label": b"training batch 1 of 5",
+        b"labels": [3, 1, 4],
+        b"data": np.arange(3 * 3072, dtype=np.uint8).reshape(3, 3072),
+        b"filenames": [b"a.png", "b.png", b"c.png"],
+    }
+    path = tmp_path / "batch"
+    path.write_bytes(pickle.dumps(batch, protocol=protocol))
+    with path.open("rb") as handle:
+        read = CifarUnpickler(handle, path).load()
+    assert read[b"labels"] == [3, 1, 4] and read[b"filenames"] == batch[b"filenames"]
+    assert np.array_equal(read[b"data"], batch[b"data"]) and read[b"batch_label"] == batch[b"batch_label"]
+
+
+def test_sweep_run_on_an_unsafe_cifar_file_is_one_line_and_exit_2(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    root = write_cifar10_with(tmp_path / "data", {b"data": RunsCode(marker), b"labels": [0]})
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "question: q\nmodel: {embed_dim: 16, mlp_dim: 32, patch_size: 4}\naxes: {depth: [1], num_heads: [2]}\n"
+        f"baseline: {{depth: 1, num_heads: 2}}\ndata: {{name: cifar10, root: {root}}}\n"
+    )
+    assert main(["run", str(space), "--results", str(tmp_path / "results"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("error: data set 'cifar10' cannot be loaded:")
+    assert "refusing to run code from a data file" in err.splitlines()[-1] and not marker.exists()

@@ -16,8 +16,10 @@ from sweep.plan import trial_payload
 from sweep.report import loader_bound_section
 from sweep.schema import TRIALS
 from sweep.sink import RECORD_COLUMNS
-from workers.config import DataSpec, TrainSpec
-from workers.data import LOADER_PREFETCH_BATCHES, EpochSeededSampler, FolderBatches, SeededSamples, loader_settings
+from workers.config import TrainSpec
+from workers.data.imagefolder import FolderBatches
+from workers.data.loading import LOADER_PREFETCH_BATCHES, EpochSeededSampler, SeededSamples, loader_settings
+from workers.data.registry import data_spec
 from workers.distributed import Rank, ShardedBatches
 from workers.train import make_context, train_one_epoch
 from workers.trial import run_trial
@@ -56,7 +58,7 @@ def write_jpeg_folders(root, classes=("a", "b"), per_class=4, size=20):
 
 
 def first_epoch(root, workers: int, seed: int = 7) -> list[torch.Tensor]:
-    spec = DataSpec(name="imagefolder", root=str(root), img_size=16, num_workers=workers)
+    spec = data_spec(name="imagefolder", root=str(root), img_size=16, num_workers=workers)
     batches = FolderBatches(spec, CPU, cpus=2)
     return [images for images, _ in batches.train_batches(4, torch.Generator().manual_seed(seed))]
 
@@ -92,7 +94,7 @@ class CountingSet(torch.utils.data.Dataset):
 
 
 def folder_source(root, reads: bool = False, workers: int = 0) -> FolderBatches:
-    spec = DataSpec(name="imagefolder", root=str(root), img_size=16, num_workers=workers)
+    spec = data_spec(name="imagefolder", root=str(root), img_size=16, num_workers=workers)
     source = FolderBatches(spec, CPU, cpus=1)
     if reads:
         source.train_set = CountingSet(source.train_set)  # loaders are built on first use, after this

@@ -16,8 +16,9 @@ from sweep.plan import make_plan
 from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.tuner import run_sweep, trial_resources
-from workers.config import DataSpec
-from workers.data import ArraySplits, TensorBatches
+from workers.data.batches import TensorBatches
+from workers.data.registry import data_spec
+from workers.data.splits import ArraySplits
 from workers.distributed import DRIVER_CPUS, Rank, ShardedBatches, WorkerPlan
 from workers.ray_train import RankFailed, rank_failure
 from workers.trial import run_trial
@@ -57,7 +58,7 @@ def tiny_splits(rows=40) -> ArraySplits:
 
 
 def test_ranks_train_on_disjoint_shares_that_make_up_the_one_worker_batches():
-    splits, spec = tiny_splits(), DataSpec(name="digits")
+    splits, spec = tiny_splits(), data_spec(name="digits")
     source = TensorBatches(splits, spec, torch.device("cpu"))
     one_worker = list(source.train_batches(8, torch.Generator().manual_seed(3)))
     shares = [list(ShardedBatches(source, Rank(r, 4)).train_batches(8, torch.Generator().manual_seed(3))) for r in range(4)]  # fmt: skip  # noqa: E501

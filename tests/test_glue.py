@@ -8,8 +8,8 @@ import pytest
 from scipy.stats import rankdata, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from workers import glue
-from workers.glue import (
+from workers.data import glue
+from workers.data.glue import (
     GLUE_ROOT_ENV,
     GLUE_TASKS,
     GlueFormatError,

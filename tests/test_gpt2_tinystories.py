@@ -13,8 +13,7 @@ from sweep.plan import make_plan
 from sweep.space_loader import load_space
 from sweep.sql import run_query
 from tests.helpers import assert_tables_agree, run_smoke_profile, trial_row, write_csv
-from workers.config import DataSpec
-from workers.lm_data import lm_vocab_size
+from workers.data.registry import data_spec
 
 VOCAB, POSITIONS, WIDTH, MLP = 50257, 512, 512, 2048
 
@@ -81,16 +80,13 @@ def test_planning_vocabulary_comes_from_the_space_until_the_tokenizer_is_there(t
     from tokenizers import Tokenizer, models
 
     data = {"name": "tinystories", "seq_len": 8, "root": str(tmp_path), "text": {"tokenizer": "tokenizer.json"}}
-    assert (
-        lm_vocab_size(DataSpec.model_validate({**data, "text": {**data["text"], "expected_vocab_size": 50257}}))
-        == 50257
-    )
+    assert (data_spec(**{**data, "text": {**data["text"], "expected_vocab_size": 50257}})).vocab_size() == 50257
     Tokenizer(models.WordLevel({"<|endoftext|>": 0, "a": 1, "b": 2}, unk_token="a")).save(
         str(tmp_path / "tokenizer.json")
     )
-    assert lm_vocab_size(DataSpec.model_validate(data)) == 3
+    assert (data_spec(**data)).vocab_size() == 3
     with pytest.raises(ValueError, match=r"has 3 ids, but the space plans with text\.expected_vocab_size=50257"):
-        lm_vocab_size(DataSpec.model_validate({**data, "text": {**data["text"], "expected_vocab_size": 50257}}))
+        (data_spec(**{**data, "text": {**data["text"], "expected_vocab_size": 50257}})).vocab_size()
 
 
 # Planted truth in validation loss (nats), baseline 12 blocks × 12 heads at 1.50, tolerance 0.02 (the space's):

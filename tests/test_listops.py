@@ -9,17 +9,12 @@ import torch
 from pydantic import ValidationError
 
 from sweep.cli import main
-from workers import listops
-from workers.config import DataSpec, ListOpsSpec
-from workers.data import (
-    DataNotFoundError,
-    SequenceBatches,
-    SequenceSplits,
-    load_arrays,
-    open_batches,
-    require_local_data,
-)
-from workers.listops import ListOpsOptions, encode, encode_batch, generate_splits
+from workers.data import listops
+from workers.data.base import DataNotFoundError
+from workers.data.batches import SequenceBatches
+from workers.data.listops import ListOpsOptions, ListOpsSpec, encode, encode_batch, generate_splits
+from workers.data.registry import data_spec, load_arrays, open_batches
+from workers.data.splits import SequenceSplits
 
 CPU = torch.device("cpu")
 SHORT = ListOpsOptions(max_depth=4, max_args=5, min_length=10, max_length=60)
@@ -241,7 +236,7 @@ def test_tsv_errors_name_the_file_and_line(tmp_path, content, error):
 
 def test_lra_listops_reads_the_tsvs_from_root_or_lra_root(tmp_path, monkeypatch):
     write_lra_folder(tmp_path)
-    spec = DataSpec(name="lra_listops", root=str(tmp_path), seq_len=16)
+    spec = data_spec(name="lra_listops", root=str(tmp_path), seq_len=16)
     splits = load_arrays(spec)
     assert isinstance(splits, SequenceSplits) and splits.eval_split == "val"
     assert splits.ids_train.shape == (40, 16) and splits.ids_eval.shape == (6, 16)
@@ -249,19 +244,19 @@ def test_lra_listops_reads_the_tsvs_from_root_or_lra_root(tmp_path, monkeypatch)
     expected = [encode(source)[:16] for source, _ in listops.read_tsv(tmp_path / "basic_train.tsv")]
     assert [row[:n].tolist() for row, n in zip(splits.ids_train, splits.lengths_train, strict=True)] == expected
     monkeypatch.setenv("LRA_ROOT", str(tmp_path))
-    test_split = load_arrays(DataSpec(name="lra_listops", seq_len=64, eval_split="test", limit_train=7))
+    test_split = load_arrays(data_spec(name="lra_listops", seq_len=64, eval_split="test", limit_train=7))
     assert test_split.ids_train.shape == (7, 64) and len(test_split.y_eval) == 5
-    assert require_local_data(DataSpec(name="lra_listops", seq_len=8)) == tmp_path
+    assert data_spec(name="lra_listops", seq_len=8).require_local() == tmp_path
 
 
 def test_lra_listops_missing_names_files_and_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("LRA_ROOT", raising=False)
     with pytest.raises(DataNotFoundError, match="LRA_ROOT"):
-        require_local_data(DataSpec(name="lra_listops", seq_len=8))
+        data_spec(name="lra_listops", seq_len=8).require_local()
     (tmp_path / "basic_train.tsv").write_text("Source\tTarget\n")
     with pytest.raises(DataNotFoundError, match=r"basic_val\.tsv, basic_test\.tsv are missing.*LRA_ROOT"):
-        load_arrays(DataSpec(name="lra_listops", root=str(tmp_path), seq_len=8))
-    assert require_local_data(DataSpec(name="listops", seq_len=8)) is None  # generated: needs nothing
+        load_arrays(data_spec(name="lra_listops", root=str(tmp_path), seq_len=8))
+    assert data_spec(name="listops", seq_len=8).require_local() is None  # generated: needs nothing
 
 
 # --- cache ------------------------------------------------------------------------------------------------
@@ -285,7 +280,7 @@ def test_cache_hit_does_not_regenerate(tmp_path, monkeypatch):
 def test_listops_data_set_uses_the_cache_under_sweep_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
     options = {"max_depth": 4, "max_args": 5, "min_length": 10, "max_length": 60}
-    spec = DataSpec(name="listops", seq_len=64, listops={**options, "train_rows": 50, "val_rows": 9, "test_rows": 4})
+    spec = data_spec(name="listops", seq_len=64, listops={**options, "train_rows": 50, "val_rows": 9, "test_rows": 4})
     splits = load_arrays(spec)
     assert len(list((tmp_path / "listops").glob("listops-*.npz"))) == 1
     assert splits.ids_train.shape == (50, 64) and splits.ids_eval.shape == (9, 64) and splits.vocab_size == 17
@@ -311,7 +306,7 @@ def test_unreadable_cache_file_is_regenerated(tmp_path):
 def listops_spec(tmp_path, monkeypatch):
     monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path))
     options = {"max_depth": 4, "max_args": 5, "min_length": 10, "max_length": 60, "train_rows": 70}
-    return DataSpec(name="listops", seq_len=48, listops={**options, "val_rows": 20, "test_rows": 3})
+    return data_spec(name="listops", seq_len=48, listops={**options, "val_rows": 20, "test_rows": 3})
 
 
 def test_sequence_batches_shapes_masks_shuffling_and_probe(listops_spec):
@@ -356,32 +351,35 @@ def test_sequence_batches_load_when_not_given_and_check_seq_len(listops_spec):
     ("data", "message"),
     [
         ({"name": "listops"}, "seq_len is required"),
-        ({"name": "digits", "seq_len": 8}, r"seq_len is only for the sequence data sets.*name='digits', seq_len=8"),
-        ({"name": "cifar10", "eval_split": "test"}, "eval_split is only for the sequence data sets"),
-        ({"name": "digits", "listops": {}}, "listops is only for the sequence data sets"),
-        ({"name": "lra_listops", "seq_len": 8, "listops": {}}, "listops options only go with name: listops"),
+        ({"name": "digits", "seq_len": 8}, r"digits\.seq_len\n\s+Extra inputs are not permitted"),
+        ({"name": "cifar10", "eval_split": "test"}, r"cifar10\.eval_split\n\s+Extra inputs are not permitted"),
+        ({"name": "digits", "listops": {}}, r"digits\.listops\n\s+Extra inputs are not permitted"),
+        (
+            {"name": "lra_listops", "seq_len": 8, "listops": {}},
+            r"lra_listops\.listops\n\s+Extra inputs are not permitted",
+        ),
         (
             {"name": "listops", "seq_len": 8, "listops": {"min_length": 70, "max_length": 50}},
             r"min_length < max_length must hold, but got \(min_length=70, max_length=50\)",
         ),
-        ({"name": "listops", "seq_len": 8, "img_size": 8}, "img_size is for image data sets"),
+        ({"name": "listops", "seq_len": 8, "img_size": 8}, r"listops\.img_size\n\s+Extra inputs are not permitted"),
         ({"name": "listops", "seq_len": 8, "eval_split": "train"}, "eval_split"),
         ({"name": "listops", "seq_len": 8, "listops": {"rows": 3}}, "rows"),
     ],
 )
 def test_data_spec_rules(data, message):
     with pytest.raises(ValidationError, match=message):
-        DataSpec.model_validate(data)
+        data_spec(**data)
 
 
 def test_data_spec_defaults_and_image_dump_unchanged():
-    spec = DataSpec(name="listops", seq_len=2000)
+    spec = data_spec(name="listops", seq_len=2000)
     assert spec.listops is None and spec.eval_split == "val"
     assert ListOpsSpec() == ListOpsSpec(
         max_depth=10, max_args=10, min_length=500, max_length=2000, train_rows=96000, val_rows=2000, test_rows=2000
     )
-    assert DataSpec.model_validate(spec.model_dump()) == spec
-    image_keys = set(DataSpec(name="cifar10").model_dump())
+    assert data_spec(**spec.model_dump()) == spec
+    image_keys = set(data_spec(name="cifar10").model_dump())
     assert not image_keys & {"seq_len", "eval_split", "listops"}  # image configs (and their ids) as before
 
 

@@ -10,17 +10,16 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from workers import lm_data
-from workers.config import LM_DATA_SETS, SEQUENCE_DATA_SETS, DataSpec, MQARSpec, TextSpec
-from workers.data import (
-    DataNotFoundError,
-    LMBatches,
-    LMSplits,
-    load_arrays,
-    open_batches,
-    require_local_data,
-)
-from workers.lm_data import IGNORE_INDEX, generate_mqar, lm_vocab_size, pack_windows
+from sweep.errors import SpaceError
+from sweep.space_loader import load_space
+from tests.helpers import TRAIN_STORIES, VAL_STORIES, WORDS, write_text_layout
+from workers.data import tinystories
+from workers.data.base import DataNotFoundError
+from workers.data.batches import LMBatches
+from workers.data.mqar import MQARSpec, generate_mqar
+from workers.data.registry import DATA_SET_NAMES, data_spec, load_arrays, modality_of, open_batches
+from workers.data.splits import IGNORE_INDEX, LMSplits
+from workers.data.tinystories import TextSpec, pack_windows
 
 CPU = torch.device("cpu")
 
@@ -127,12 +126,12 @@ def test_mqar_gaps_are_drawn_in_order_one_after_another():
 )
 def test_mqar_options_state_the_rule_and_the_values(mqar, seq_len, message):
     with pytest.raises(ValidationError, match=message):
-        DataSpec(name="mqar", seq_len=seq_len, mqar=mqar)
+        data_spec(name="mqar", seq_len=seq_len, mqar=mqar)
 
 
 def test_mqar_data_set_and_batches():
-    spec = DataSpec(name="mqar", seq_len=32, mqar={"num_kv_pairs": 4, "train_rows": 100, "val_rows": 30, "seed": 5})
-    assert require_local_data(spec) is None
+    spec = data_spec(name="mqar", seq_len=32, mqar={"num_kv_pairs": 4, "train_rows": 100, "val_rows": 30, "seed": 5})
+    assert spec.require_local() is None
     splits = load_arrays(spec)
     assert isinstance(splits, LMSplits)
     assert (splits.vocab_size, splits.num_classes, splits.seq_len, splits.tokenizer) == (256, 256, 32, None)
@@ -155,33 +154,11 @@ def test_mqar_data_set_and_batches():
         assert int((labels != IGNORE_INDEX).sum()) == 16 * 4
     limited = load_arrays(spec.model_copy(update={"limit_train": 10, "limit_val": 3}))
     assert limited.ids_train.shape == (10, 32) and limited.labels_eval.shape == (3, 32)
-    assert lm_vocab_size(spec) == 256
-    assert lm_vocab_size(DataSpec(name="mqar", seq_len=64, mqar={"vocab_size": 8192})) == 8192
+    assert spec.vocab_size() == 256
+    assert (data_spec(name="mqar", seq_len=64, mqar={"vocab_size": 8192})).vocab_size() == 8192
 
 
 # --- TinyStories ------------------------------------------------------------------------------------------
-
-TEXT = "once upon a time there was little girl named lily she loved to play with her red ball in the park"
-WORDS = tuple(TEXT.split(" "))
-
-
-def make_stories(count, seed):
-    rng = np.random.default_rng(seed)
-    return [
-        " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), size=rng.integers(3, 12))) + "." for _ in range(count)
-    ]
-
-
-TRAIN_STORIES = make_stories(200, 0)
-VAL_STORIES = make_stories(30, 1)
-
-
-def write_text_layout(root, train=TRAIN_STORIES, val=VAL_STORIES):
-    """The release's layout: stories separated by a line <|endoftext|>, with a multi-line story first."""
-    root.mkdir(parents=True, exist_ok=True)
-    for name, stories in (("TinyStories-train.txt", train), ("TinyStories-valid.txt", val)):
-        (root / name).write_text("".join(f"{story}\n<|endoftext|>\n" for story in stories), encoding="utf-8")
-    return root
 
 
 def write_saved_layout(root, train=TRAIN_STORIES, val=VAL_STORIES):
@@ -228,18 +205,18 @@ def cache(tmp_path, monkeypatch):
 def test_text_file_stories_are_split_on_the_separator(tmp_path):
     path = tmp_path / "TinyStories-valid.txt"
     path.write_text("One day.\n\nThe end.\n<|endoftext|>\n  Second.<|endoftext|>\n<|endoftext|>\nThird\n", "utf-8")
-    assert list(lm_data.iter_stories(tmp_path, "text", "val")) == ["One day.\n\nThe end.", "Second.", "Third"]
+    assert list(tinystories.iter_stories(tmp_path, "text", "val")) == ["One day.\n\nThe end.", "Second.", "Third"]
 
 
 @pytest.mark.parametrize("layout", ["text", "saved"])
 def test_tinystories_from_a_given_tokenizer_in_either_layout(tmp_path, cache, layout):
     root = (write_text_layout if layout == "text" else write_saved_layout)(tmp_path / "ts")
-    assert lm_data.find_layout(root) == layout
+    assert tinystories.find_layout(root) == layout
     vocab = write_word_tokenizer(tmp_path / "words.json")
-    spec = DataSpec(name="tinystories", root=str(root), seq_len=8, text={"tokenizer": str(tmp_path / "words.json")})
+    spec = data_spec(name="tinystories", root=str(root), seq_len=8, text={"tokenizer": str(tmp_path / "words.json")})
     splits = load_arrays(spec)
     assert splits.tokenizer == f"file:{(tmp_path / 'words.json').resolve()}"
-    assert splits.vocab_size == max(vocab.values()) + 1 == lm_vocab_size(spec)
+    assert splits.vocab_size == max(vocab.values()) + 1 == spec.vocab_size()
     assert splits.ids_train.dtype == np.uint8
     for stories, ids, labels in (
         (TRAIN_STORIES, splits.ids_train, splits.labels_train),
@@ -266,9 +243,9 @@ def test_packing_windows():
 def test_tinystories_trains_a_tokenizer_once_and_caches_everything(tmp_path, cache, monkeypatch):
     root = write_text_layout(tmp_path / "ts")
     monkeypatch.setenv("TINYSTORIES_ROOT", str(root))
-    spec = DataSpec(name="tinystories", seq_len=16, text={"vocab_size": 300})
-    assert lm_vocab_size(spec) == 300
-    assert lm_vocab_size(DataSpec(name="tinystories", seq_len=16)) == lm_data.TEXT_DEFAULT_VOCAB_SIZE
+    spec = data_spec(name="tinystories", seq_len=16, text={"vocab_size": 300})
+    assert spec.vocab_size() == 300
+    assert (data_spec(name="tinystories", seq_len=16)).vocab_size() == tinystories.TEXT_DEFAULT_VOCAB_SIZE
     splits = load_arrays(spec)
     assert splits.tokenizer.startswith("trained:bytelevel-bpe-300-")
     assert splits.vocab_size == 300 and splits.ids_train.dtype == np.uint16
@@ -287,8 +264,8 @@ def test_tinystories_trains_a_tokenizer_once_and_caches_everything(tmp_path, cac
     def fail(*args, **kwargs):
         raise AssertionError("tokenised again")
 
-    monkeypatch.setattr(lm_data, "encode_stories", fail)
-    monkeypatch.setattr(lm_data, "train_tokenizer", fail)
+    monkeypatch.setattr(tinystories, "encode_stories", fail)
+    monkeypatch.setattr(tinystories, "train_tokenizer", fail)
     again = load_arrays(spec)
     assert again.tokenizer == splits.tokenizer
     assert np.array_equal(again.ids_train, splits.ids_train) and np.array_equal(again.labels_eval, splits.labels_eval)
@@ -303,16 +280,16 @@ def test_token_caps_read_only_the_stories_needed(tmp_path, cache, monkeypatch):
     root = write_text_layout(tmp_path / "ts")
     write_word_tokenizer(root / "tokenizer.json")  # in the root: used without being named
     read = []
-    original = lm_data.iter_stories
+    original = tinystories.iter_stories
 
     def counting(*args):
         for story in original(*args):
             read.append(story)
             yield story
 
-    monkeypatch.setattr(lm_data, "iter_stories", counting)
-    monkeypatch.setattr(lm_data, "ENCODE_BATCH", 4)
-    spec = DataSpec(name="tinystories", root=str(root), seq_len=4, text={"train_tokens": 41, "val_tokens": 9})
+    monkeypatch.setattr(tinystories, "iter_stories", counting)
+    monkeypatch.setattr(tinystories, "ENCODE_BATCH", 4)
+    spec = data_spec(name="tinystories", root=str(root), seq_len=4, text={"train_tokens": 41, "val_tokens": 9})
     splits = load_arrays(spec)
     assert splits.tokenizer == f"file:{(root / 'tokenizer.json').resolve()}"
     assert splits.ids_train.shape == (10, 4) and splits.ids_eval.shape == (2, 4)  # (41 - 1) // 4, (9 - 1) // 4
@@ -323,7 +300,7 @@ def test_token_caps_read_only_the_stories_needed(tmp_path, cache, monkeypatch):
 
 def test_the_same_stories_in_both_layouts_give_the_same_data(tmp_path, cache):
     text_root, saved_root = write_text_layout(tmp_path / "text"), write_saved_layout(tmp_path / "saved")
-    loaded = [load_arrays(DataSpec(name="tinystories", root=str(r), seq_len=8)) for r in (text_root, saved_root)]
+    loaded = [load_arrays(data_spec(name="tinystories", root=str(r), seq_len=8)) for r in (text_root, saved_root)]
     assert loaded[0].tokenizer.startswith("trained:") and loaded[0].tokenizer == loaded[1].tokenizer
     assert np.array_equal(loaded[0].ids_train, loaded[1].ids_train)
     assert np.array_equal(loaded[0].labels_eval, loaded[1].labels_eval)
@@ -331,26 +308,26 @@ def test_the_same_stories_in_both_layouts_give_the_same_data(tmp_path, cache):
 
 def test_tinystories_errors_name_what_is_missing(tmp_path, cache):
     with pytest.raises(DataNotFoundError, match="TINYSTORIES_ROOT"):
-        require_local_data(DataSpec(name="tinystories", seq_len=8))
+        data_spec(name="tinystories", seq_len=8).require_local()
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "TinyStories-train.txt").write_text("a story\n")
     with pytest.raises(DataNotFoundError, match=r"TinyStories-valid\.txt.*dataset_dict\.json.*\$TINYSTORIES_ROOT"):
-        load_arrays(DataSpec(name="tinystories", root=str(empty), seq_len=8))
+        load_arrays(data_spec(name="tinystories", root=str(empty), seq_len=8))
     root = write_text_layout(tmp_path / "ts")
-    missing = DataSpec(name="tinystories", root=str(root), seq_len=8, text={"tokenizer": "nope.json"})
+    missing = data_spec(name="tinystories", root=str(root), seq_len=8, text={"tokenizer": "nope.json"})
     with pytest.raises(DataNotFoundError, match=r"ts/nope\.json.*does not exist"):
-        require_local_data(missing)
+        missing.require_local()
     with pytest.raises(FileNotFoundError, match=r"nope\.json"):
-        lm_vocab_size(missing)
+        missing.vocab_size()
     write_word_tokenizer(tmp_path / "no_eot.json", with_eot=False)
     with pytest.raises(ValueError, match=r"no_eot\.json has no '<\|endoftext\|>' token"):
         load_arrays(missing.model_copy(update={"text": TextSpec(tokenizer=str(tmp_path / "no_eot.json"))}))
     with pytest.raises(ValueError, match=r"fewer than seq_len \+ 1 = 1001"):
-        load_arrays(DataSpec(name="tinystories", root=str(root), seq_len=1000, text={"val_tokens": 50}))
+        load_arrays(data_spec(name="tinystories", root=str(root), seq_len=1000, text={"val_tokens": 50}))
     size = max(write_word_tokenizer(root / "tokenizer.json").values()) + 1
     with pytest.raises(ValueError, match=rf"they differ: \(vocab_size=300, tokenizer's={size}\)"):
-        lm_vocab_size(DataSpec(name="tinystories", root=str(root), seq_len=8, text={"vocab_size": 300}))
+        (data_spec(name="tinystories", root=str(root), seq_len=8, text={"vocab_size": 300})).vocab_size()
 
 
 def test_lm_batches_with_wide_ids(tmp_path):
@@ -358,7 +335,7 @@ def test_lm_batches_with_wide_ids(tmp_path):
     ids = rng.integers(0, 50_000, size=(12, 6))
     splits = LMSplits("tinystories", ids, ids + 1, ids[:5], ids[:5] + 1, 50_257, 6, "file:/x/tokenizer.json")
     assert splits.ids_train.dtype == np.uint16 and splits.labels_train.dtype == np.int64
-    spec = DataSpec(name="tinystories", root=str(tmp_path), seq_len=6)
+    spec = data_spec(name="tinystories", root=str(tmp_path), seq_len=6)
     batches = LMBatches(splits, spec, CPU)
     assert batches.meta.tokenizer == "file:/x/tokenizer.json" and batches.meta.num_classes == 50_257
     val = list(batches.val_batches(2))
@@ -384,14 +361,14 @@ def test_lm_batches_with_wide_ids(tmp_path):
     [
         ({"name": "mqar"}, "seq_len is required"),
         ({"name": "tinystories"}, "seq_len is required"),
-        ({"name": "tinystories", "seq_len": 8, "mqar": {}}, r"mqar options only go with name: mqar.*'tinystories'"),
-        ({"name": "mqar", "seq_len": 8, "text": {}}, r"text options only go with name: tinystories.*name='mqar'"),
-        ({"name": "listops", "seq_len": 8, "text": {}}, "text options only go with name: tinystories"),
-        ({"name": "digits", "mqar": {}}, "mqar is only for the sequence data sets"),
-        ({"name": "cifar10", "text": {}}, "text is only for the sequence data sets"),
+        ({"name": "tinystories", "seq_len": 8, "mqar": {}}, r"tinystories\.mqar\n\s+Extra inputs are not permitted"),
+        ({"name": "mqar", "seq_len": 8, "text": {}}, r"mqar\.text\n\s+Extra inputs are not permitted"),
+        ({"name": "listops", "seq_len": 8, "text": {}}, r"listops\.text\n\s+Extra inputs are not permitted"),
+        ({"name": "digits", "mqar": {}}, r"digits\.mqar\n\s+Extra inputs are not permitted"),
+        ({"name": "cifar10", "text": {}}, r"cifar10\.text\n\s+Extra inputs are not permitted"),
         ({"name": "mqar", "seq_len": 8, "eval_split": "test"}, r"val split only.*eval_split='test'"),
-        ({"name": "mqar", "seq_len": 8, "img_size": 8}, "img_size is for image data sets"),
-        ({"name": "mqar", "seq_len": 8, "listops": {}}, "listops options only go with name: listops"),
+        ({"name": "mqar", "seq_len": 8, "img_size": 8}, r"mqar\.img_size\n\s+Extra inputs are not permitted"),
+        ({"name": "mqar", "seq_len": 8, "listops": {}}, r"mqar\.listops\n\s+Extra inputs are not permitted"),
         (
             {"name": "tinystories", "seq_len": 8, "text": {"tokenizer": "t.json", "vocab_size": 512}},
             r"vocab_size is for a tokenizer trained here.*tokenizer='t.json', vocab_size=512",
@@ -402,17 +379,43 @@ def test_lm_batches_with_wide_ids(tmp_path):
 )
 def test_data_spec_rules_for_language_models(data, message):
     with pytest.raises(ValidationError, match=message):
-        DataSpec.model_validate(data)
+        data_spec(**data)
+
+
+def test_a_key_of_another_data_set_is_reported_with_the_data_sets_that_take_it(tmp_path):
+    """What a user sees: the file, the key path without pydantic's union tag, and where the key belongs."""
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "question: q\nmodel: {family: gpt2, embed_dim: 16, mlp_dim: 32}\naxes: {depth: [1], num_heads: [2]}\n"
+        "baseline: {depth: 1, num_heads: 2}\nmetric: {name: val_loss, tolerance: 0.1}\n"
+        "data: {name: tinystories, seq_len: 8, mqar: {num_kv_pairs: 2}, img_sise: 8}\n"
+    )
+    with pytest.raises(SpaceError) as raised:
+        load_space(str(path))
+    message = str(raised.value)
+    assert "data.mqar: mqar is not a field of data set 'tinystories'; it is for mqar" in message
+    assert "set data.name to a data set that takes it" in message
+    assert "data.img_sise: Extra inputs are not permitted" in message  # a typo: no data set takes it
+
+
+def test_an_unknown_data_set_names_the_known_ones(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "question: q\nmodel: {embed_dim: 16, mlp_dim: 32}\naxes: {depth: [1], num_heads: [2]}\n"
+        "baseline: {depth: 1, num_heads: 2}\ndata: {name: mqa, seq_len: 8}\n"
+    )
+    with pytest.raises(SpaceError, match=r"data\.name: must name a registered data set.*got 'mqa'.*did you mean mqar"):
+        load_space(str(path))
 
 
 def test_data_spec_dumps():
-    assert set(LM_DATA_SETS) == {"mqar", "tinystories"} and set(LM_DATA_SETS) <= set(SEQUENCE_DATA_SETS)
-    assert not set(DataSpec(name="cifar10").model_dump()) & {"seq_len", "eval_split", "listops", "mqar", "text"}
-    assert not set(DataSpec(name="listops", seq_len=8).model_dump()) & {"mqar", "text"}  # ListOps ids unchanged
-    mqar = DataSpec(name="mqar", seq_len=64, mqar={"num_kv_pairs": 4})
+    assert {name for name in DATA_SET_NAMES if modality_of(name) == "causal_lm"} == {"mqar", "tinystories"}
+    assert not set(data_spec(name="cifar10").model_dump()) & {"seq_len", "eval_split", "listops", "mqar", "text"}
+    assert not set(data_spec(name="listops", seq_len=8).model_dump()) & {"mqar", "text"}  # ListOps ids unchanged
+    mqar = data_spec(name="mqar", seq_len=64, mqar={"num_kv_pairs": 4})
     assert "mqar" in mqar.model_dump() and "text" not in mqar.model_dump()
-    assert DataSpec.model_validate(mqar.model_dump()) == mqar
-    text = DataSpec(name="tinystories", seq_len=64, text={"train_tokens": 1000})
+    assert data_spec(**mqar.model_dump()) == mqar
+    text = data_spec(name="tinystories", seq_len=64, text={"train_tokens": 1000})
     assert "text" in text.model_dump() and "mqar" not in text.model_dump()
-    assert DataSpec.model_validate(text.model_dump()) == text
+    assert data_spec(**text.model_dump()) == text
     assert MQARSpec() == MQARSpec(vocab_size=256, num_kv_pairs=8, power_a=0.01, train_rows=100_000, val_rows=3_000)

@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from workers import mlm_data
-from workers.config import DataSpec
-from workers.data import DataNotFoundError, load_arrays, open_batches, require_local_data
-from workers.glue import generated_corpus
-from workers.lm_data import IGNORE_INDEX
-from workers.mlm_data import (
+from workers.data import mlm_corpus
+from workers.data.base import DataNotFoundError
+from workers.data.glue import generated_corpus
+from workers.data.mlm_corpus import (
     MLM_CORPUS_ROOT_ENV,
     SPECIAL_TOKENS,
     MLMBatches,
@@ -20,6 +18,8 @@ from workers.mlm_data import (
     mask_tokens,
     truncate_pair,
 )
+from workers.data.registry import data_spec, load_arrays, open_batches
+from workers.data.splits import IGNORE_INDEX
 
 CPU = torch.device("cpu")
 DOCUMENTS = [
@@ -34,11 +34,11 @@ VALID = ["The lazy dog sleeps while the fox runs.", "Models read words; models p
 GENERATED_GLUE = {"generated": True, "tasks": ["synthetic"], "generated_train_rows": 40, "generated_dev_rows": 10}
 
 
-def mlm_spec(root=None, seq_len=8, corpus=None, glue=None, **fields) -> DataSpec:
+def mlm_spec(root=None, seq_len=8, corpus=None, glue=None, **fields):
     """An mlm_corpus DataSpec: a 120-id WordPiece trained here and the generated GLUE task unless told."""
     corpus = {"vocab_size": 120, **(corpus or {})}
     glue = GENERATED_GLUE if glue is None else glue
-    return DataSpec(name="mlm_corpus", root=root, seq_len=seq_len, corpus=corpus, glue=glue, **fields)
+    return data_spec(name="mlm_corpus", root=root, seq_len=seq_len, corpus=corpus, glue=glue, **fields)
 
 
 def write_text_corpus(root, train=DOCUMENTS, valid=VALID):
@@ -64,10 +64,10 @@ def test_text_layout_packs_documents_with_sep_into_windows(tmp_path):
     root = write_text_corpus(tmp_path / "corpus")
     spec = mlm_spec(root=str(root))
     splits = load_mlm_arrays(spec)
-    layout = mlm_data.find_corpus_layout(root)
+    layout = mlm_corpus.find_corpus_layout(root)
     assert layout == "text"
-    assert list(mlm_data.iter_documents(root, layout, "train", spec.corpus)) == DOCUMENTS
-    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, root, layout)
+    assert list(mlm_corpus.iter_documents(root, layout, "train", spec.corpus)) == DOCUMENTS
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, root, layout)
     assert splits.tokenizer == tokenizer.description and splits.vocab_size == tokenizer.vocab_size
     train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
     windows = len(train) // spec.seq_len
@@ -83,7 +83,7 @@ def test_text_layout_packs_documents_with_sep_into_windows(tmp_path):
 
     capped = load_mlm_arrays(mlm_spec(root=str(root), corpus={"train_tokens": 21}, limit_train=2))
     np.testing.assert_array_equal(capped.ids_train.reshape(-1), train[:16])  # 21 ids: two windows of 8
-    streams = mlm_data.load_mlm_streams(spec.corpus.model_copy(update={"train_tokens": 21}), root, layout, tokenizer)
+    streams = mlm_corpus.load_mlm_streams(spec.corpus.model_copy(update={"train_tokens": 21}), root, layout, tokenizer)
     np.testing.assert_array_equal(streams["train"], train[:21])
 
 
@@ -96,11 +96,11 @@ def test_saved_layout_reads_the_text_column(tmp_path):
     }
     datasets.DatasetDict(splits).save_to_disk(str(root))
     spec = mlm_spec(root=str(root))
-    assert mlm_data.find_corpus_layout(root) == "saved"
-    assert list(mlm_data.iter_documents(root, "saved", "train", spec.corpus)) == DOCUMENTS
-    assert list(mlm_data.iter_documents(root, "saved", "val", spec.corpus)) == VALID
+    assert mlm_corpus.find_corpus_layout(root) == "saved"
+    assert list(mlm_corpus.iter_documents(root, "saved", "train", spec.corpus)) == DOCUMENTS
+    assert list(mlm_corpus.iter_documents(root, "saved", "val", spec.corpus)) == VALID
     loaded = load_mlm_arrays(spec)
-    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, root, "saved")
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, root, "saved")
     train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
     np.testing.assert_array_equal(loaded.ids_train.reshape(-1), train[: loaded.ids_train.size])
 
@@ -113,18 +113,18 @@ def test_missing_corpus_names_the_layouts_and_the_env_var(tmp_path, monkeypatch)
     empty.mkdir()
     monkeypatch.setenv(MLM_CORPUS_ROOT_ENV, str(empty))
     with pytest.raises(DataNotFoundError, match=rf"{empty}.*lacks train\.txt, valid\.txt.*dataset_dict\.json"):
-        require_local_data(mlm_spec())
+        mlm_spec().require_local()
     with pytest.raises(FileNotFoundError, match=MLM_CORPUS_ROOT_ENV):
         load_mlm_arrays(mlm_spec())
     write_text_corpus(empty)
-    assert require_local_data(mlm_spec()) == empty  # found through the environment variable
+    assert mlm_spec().require_local() == empty  # found through the environment variable
     with pytest.raises(DataNotFoundError, match=r"nope\.json.*data\.corpus\.tokenizer"):
-        require_local_data(mlm_spec(corpus={"tokenizer": "nope.json", "vocab_size": None}))
+        mlm_spec(corpus={"tokenizer": "nope.json", "vocab_size": None}).require_local()
     monkeypatch.delenv("GLUE_DIR", raising=False)
     with pytest.raises(DataNotFoundError, match=r"GLUE root.*GLUE_DIR"):
-        require_local_data(mlm_spec(glue={"tasks": ["rte"]}))
+        mlm_spec(glue={"tasks": ["rte"]}).require_local()
     with pytest.raises(DataNotFoundError, match=r"RTE/train\.tsv.*GLUE_DIR"):
-        require_local_data(mlm_spec(glue={"tasks": ["rte"], "root": str(tmp_path)}))
+        mlm_spec(glue={"tasks": ["rte"], "root": str(tmp_path)}).require_local()
 
 
 def test_a_vocab_size_below_the_alphabet_is_rejected():
@@ -141,18 +141,18 @@ def test_no_window_says_which_knob_to_turn():
 
 
 def test_trained_wordpiece_has_the_specials_first_and_normalises(tmp_path):
-    tokenizer = mlm_data.load_mlm_tokenizer(mlm_spec().corpus, write_text_corpus(tmp_path), "text").tokenizer
+    tokenizer = mlm_corpus.load_mlm_tokenizer(mlm_spec().corpus, write_text_corpus(tmp_path), "text").tokenizer
     assert [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
     assert tokenizer.normalizer.normalize_str("Crème BRÛLÉE") == "creme brulee"
     encode = tokenizer.encode
     assert encode("CAFÉ Crème", add_special_tokens=False).ids == encode("cafe creme", add_special_tokens=False).ids
-    again = mlm_data.load_mlm_tokenizer(mlm_spec().corpus, tmp_path, "text")  # read from the cache
+    again = mlm_corpus.load_mlm_tokenizer(mlm_spec().corpus, tmp_path, "text")  # read from the cache
     assert again.description.startswith("trained:wordpiece-120-") and again.tokenizer.to_str() == tokenizer.to_str()
 
 
 def test_a_given_tokenizer_must_have_every_special_token(tmp_path):
     root = write_text_corpus(tmp_path)
-    lacking = mlm_data.train_wordpiece(DOCUMENTS, 100)
+    lacking = mlm_corpus.train_wordpiece(DOCUMENTS, 100)
     vocab = {token: index for token, index in lacking.get_vocab().items() if token != "[MASK]"}
     from tokenizers import Tokenizer, models
 
@@ -165,10 +165,10 @@ def test_a_given_tokenizer_must_have_every_special_token(tmp_path):
     splits = load_mlm_arrays(mlm_spec(root=str(root), corpus={"vocab_size": None}))
     assert splits.tokenizer == f"file:{(root / 'tokenizer.json').resolve()}"
     assert splits.vocab_size == max(lacking.get_vocab().values()) + 1
-    assert mlm_data.mlm_vocab_size(mlm_spec(root=str(root), corpus={"vocab_size": None})) == splits.vocab_size
-    assert mlm_data.mlm_vocab_size(mlm_spec(root=str(tmp_path / "none"), corpus={"vocab_size": 300})) == 300
+    assert mlm_spec(root=str(root), corpus={"vocab_size": None}).vocab_size() == splits.vocab_size
+    assert mlm_spec(root=str(tmp_path / "none"), corpus={"vocab_size": 300}).vocab_size() == 300
     with pytest.raises(DataNotFoundError, match=r"gone\.json.*vocabulary size cannot be known"):
-        mlm_data.mlm_vocab_size(mlm_spec(root=str(root), corpus={"tokenizer": "gone.json", "vocab_size": None}))
+        mlm_spec(root=str(root), corpus={"tokenizer": "gone.json", "vocab_size": None}).vocab_size()
 
 
 # --- masking ----------------------------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ def test_glue_examples_are_cls_a_sep_b_sep_truncated_longest_first_and_padded(tm
     seq_len = 14
     spec = mlm_spec(root=str(corpus_root), seq_len=seq_len, glue={"root": str(glue_root), "tasks": tasks})
     splits = load_mlm_arrays(spec)
-    tokenizer = mlm_data.load_mlm_tokenizer(spec.corpus, corpus_root, "text")
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, corpus_root, "text")
     s, encode = tokenizer.specials, tokenizer.tokenizer.encode
     assert list(splits.glue) == tasks
     rte = splits.glue["rte"]
@@ -332,10 +332,10 @@ def test_glue_examples_are_cls_a_sep_b_sep_truncated_longest_first_and_padded(tm
 
 def test_generated_source_runs_end_to_end_through_open_batches():
     spec = mlm_spec(seq_len=16, corpus={"source": "generated", "generated_sentences": 600})
-    assert require_local_data(spec) is None  # generated corpus and GLUE: nothing on disk needed
+    assert spec.require_local() is None  # generated corpus and GLUE: nothing on disk needed
     sentences = generated_corpus(600, 0)
-    assert list(mlm_data.iter_documents(None, "generated", "train", spec.corpus)) == sentences[:540]
-    assert list(mlm_data.iter_documents(None, "generated", "val", spec.corpus)) == sentences[540:]  # the last 10%
+    assert list(mlm_corpus.iter_documents(None, "generated", "train", spec.corpus)) == sentences[:540]
+    assert list(mlm_corpus.iter_documents(None, "generated", "val", spec.corpus)) == sentences[540:]  # the last 10%
     batches = open_batches(spec, CPU)
     assert isinstance(batches, MLMBatches)
     meta = batches.meta

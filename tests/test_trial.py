@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from sweep.schema import TRIALS
 from workers.trial import main, run_trial
 
 NUMBERS_WITH_UNITS = [
@@ -50,6 +51,13 @@ def test_record_holds_every_number(trained_record):
     assert trained_record["params"] == 136_138  # 4 × (attention 16,640 + MLP 16,576) + embeddings and head
     assert trained_record["params_attention"] == 4 * (64 * 192 + 192 + 64 * 64 + 64)
     assert trained_record["kappa_probe_s"] < trained_record["train_s"]  # the cost ratio itself is bench/kappa_cost.py
+
+
+def test_every_key_of_the_record_has_a_column_to_go_to(trained_record):
+    """Nothing a trial measures is dropped on the way to Parquet: each key is a trials column (the schema is the
+    list), or one of the child tables' rows."""
+    assert set(trained_record) - set(TRIALS.names) == {"epochs", "kappa"}
+    assert trained_record["train_samples"] == 1437 and trained_record["val_samples"] == 360  # digits, 80/20
 
 
 def test_epoch_and_kappa_rows(trained_record):

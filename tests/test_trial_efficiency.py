@@ -239,13 +239,6 @@ def test_evaluation_every_k_epochs_and_after_the_last(short_config, monkeypatch)
     assert sparse["top1"] == dense_rows[2]["val_top1"]
 
 
-def test_evaluation_cadence_keeps_config_ids_at_its_default():
-    from workers.config import TrainSpec
-
-    assert "eval_every_epochs" not in TrainSpec().model_dump()
-    assert TrainSpec(eval_every_epochs=5).model_dump()["eval_every_epochs"] == 5
-
-
 def test_a_resumed_trial_times_every_attempt(short_config, monkeypatch):
     """``compile_s`` and ``data_wait_fraction`` of a trial resumed after epoch 1 cover both attempts: the
     sum of each attempt's compiling step, and the data waits of both epochs over both epochs' windows.

@@ -36,7 +36,7 @@ transformer has BatchNorm in its swept blocks.
 Every rank draws each global batch's sample order whole (so the data generator advances as one worker's
 does) and keeps its share. For in-memory data the share is a slice of the global batch; a DataLoader-backed
 source (image folders) is asked for the share itself and decodes and augments only rank r's B/N samples
-(``loads_shares``; ``workers.data.ShareBatchSampler``): each image is decoded by one rank, not by all N.
+(``loads_shares``; ``workers.data.loading.ShareBatchSampler``): each image is decoded by one rank, not by all N.
 
 The ranks are launched, and their failures told apart, by ``workers/ray_train.py``. Failures stay data: a
 rank whose trial fails raises :class:`~workers.ray_train.RankFailed` carrying its record (so Ray Train

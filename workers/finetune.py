@@ -4,7 +4,7 @@ For each task in ``data.glue.tasks`` (in order): a classifier is made from a cop
 (``CrammedMaskedLM.classifier``: the [CLS] position's final state, a dense-GELU-norm head, a linear layer to
 the task's labels, or to one output for STS-B), trained with the recipe in ``train.finetune``
 (:class:`~workers.config.FinetuneSpec`, cramming's by default), and scored on the task's dev split with the
-task's GLUE metric (``workers.glue.task_score``: accuracy, F1, Matthews correlation or Spearman, in percent).
+task's GLUE metric (``workers.data.glue.task_score``: accuracy, F1, Matthews correlation or Spearman, in percent).
 The pretrained model itself is never changed. ``mnli`` and ``mnli_mm`` share MNLI's training split: the
 classifier trained for the first is scored on both dev sets, not trained twice.
 
@@ -12,7 +12,7 @@ Recipe per task: AdamW (no decay on 1-D parameters), linear warm-up over ``warmu
 then cosine decay to ``min_lr``; steps = epochs × (train rows // batch), capped by ``max_steps``; loss
 cross-entropy over the labels, mean squared error for STS-B; data order from a generator seeded with the
 trial seed and the task's position, so a trial is reproducible. The GLUE average is the mean of the task
-scores (``workers.glue.glue_average``).
+scores (``workers.data.glue.glue_average``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch import nn
 
 from workers.batch import forward
 from workers.config import FinetuneSpec, TrainSpec
-from workers.glue import get_task, glue_average, task_score
+from workers.data.glue import get_task, glue_average, task_score
 from workers.train import DivergedError, autocast_for, make_context, train_step
 
 log = logging.getLogger("workers.finetune")

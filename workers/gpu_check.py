@@ -48,12 +48,13 @@ from pathlib import Path
 import torch
 
 from workers.config import ModelSpec, TrainSpec
+from workers.devices import synchronize
 from workers.models import build_model
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
 from workers.probes.memory import peak_train_step_memory, training_step_tensors
 from workers.probes.throughput import batch1_latency_ms, inference_throughput
-from workers.train import autocast_for, make_context, seed_everything, synchronize, train_step
+from workers.train import autocast_for, make_context, seed_everything, train_step
 
 BYTES_PER_PARAM_FLOOR = 16  # fp32 weight + gradient + AdamW's exp_avg and exp_avg_sq, all live in the step
 

@@ -23,6 +23,7 @@ from torch import nn
 
 from workers.batch import Inputs, forward
 from workers.config import TrainSpec
+from workers.devices import synchronize
 
 log = logging.getLogger("workers.train")
 
@@ -76,18 +77,6 @@ def cublas_determinism_env(deterministic: bool, cuda: bool, environ: Mapping[str
     if not (deterministic and cuda) or environ.get("CUBLAS_WORKSPACE_CONFIG"):
         return {}
     return {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE_CONFIG}
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so wall-clock timings measure work done and not work queued."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def make_optimizer(model: nn.Module, spec: TrainSpec) -> torch.optim.AdamW:

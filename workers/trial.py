@@ -27,8 +27,11 @@ import timm
 import torch
 
 from workers.batch import batch_size, head, tensors, tokens_per_sample
-from workers.config import ModelSpec, TrialConfig
-from workers.data import ArraySplits, DataMeta, open_batches
+from workers.config import ModelSpec
+from workers.data.base import DataMeta
+from workers.data.registry import open_batches
+from workers.data.splits import ArraySplits
+from workers.devices import describe_device, resolve_device
 from workers.distributed import DataParallel, Rank
 from workers.finetune import finetune_glue, glue_fields
 from workers.models import build_model, get_family, num_tokens
@@ -49,11 +52,11 @@ from workers.train import (
     autocast_for,
     evaluate,
     make_context,
-    resolve_device,
     seed_everything,
     train_one_epoch,
     train_step,
 )
+from workers.trial_config import TrialConfig
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("workers.trial")
@@ -161,8 +164,9 @@ def record_model_fields(cfg: TrialConfig, spec: ModelSpec, meta: DataMeta, field
     fields.update(
         shape_fields(spec),
         dataset=cfg.data.name,
-        train_images=meta.train_size,
-        val_images=meta.val_size,
+        data_identity=cfg.data.data_identity(),
+        train_samples=meta.train_size,
+        val_samples=meta.val_size,
     )
     if transformers_version() and spec.seq_len is not None:
         fields["transformers_version"] = transformers_version()
@@ -474,12 +478,6 @@ def transformers_version() -> str | None:
     except ImportError:
         return None
     return transformers.__version__
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(device)}"
-    return f"cpu:{torch.get_num_threads()}threads"
 
 
 # --- command line -----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from workers.families.base import SpecProblem, derived_head_dim_only
 
 SEQUENCE_FIELDS = ("head_dim", "seq_len", "vocab_size", "dropout")  # head_dim: only embed_dim / num_heads
 DEFAULT_DROPOUT = 0.1  # the Nyströmformer authors' LRA ListOps config (dropout_prob, attention_dropout)
-PAD_ID = 0  # workers.listops pads with 0
+PAD_ID = 0  # workers.data.listops pads with 0
 
 
 class SequenceClassifier(nn.Module):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from workers.batch import Inputs, batch_size, device_of, forward, head
-from workers.train import synchronize
+from workers.devices import synchronize
 
 # The fewest timed passes a probe runs whatever its budget (fewer only if its maximum is lower), so every
 # probe still gives its number when one pass costs more than the budget. The latencies are medians, of two

@@ -43,8 +43,9 @@ Ids: 0 = padding (``PAD_ID``), ``"0"``…``"9"`` = 1…10, ``[MIN`` 11, ``[MAX``
 :mod:`csv` (tab delimiter, the default ``\\r\\n`` line ends), header ``Source<TAB>Target``.
 
 **Cache.** :func:`load_or_generate` keeps the encoded splits as ``.npz`` under
-``$SWEEP_CACHE_DIR/listops/`` (default ``~/.cache/heads-for-depth/listops/``), keyed by a hash of the options,
-seed, row counts and ``seq_len``; a hit reads the file and generates nothing.
+``$SWEEP_CACHE_DIR/listops/`` (default ``~/.cache/heads-for-depth/listops/``; ``workers/data/cache.py``), keyed
+by a hash of the options, seed, row counts and ``seq_len``; a hit reads the file and generates nothing.
+``lra_listops`` (``workers/data/lra_listops.py``) reads LRA's own files with this module's reader and encoding.
 
 **Time** (this machine, one CPU core, Python 3.11): 2,000 rows of LRA's options (lengths 500-2000, depth
 10, 10 args) take about 3.4 s to generate (about 22,000 draws) and 0.3 s more to encode at seq_len 2000;
@@ -56,18 +57,23 @@ reading them back from the cache took 9 s.
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import logging
 import os
 import random
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
+import torch
+from pydantic import Field, model_validator
+
+from workers.config import StrictModel
+from workers.data.base import BatchSource, SequenceDataSpec, keep_first_rows
+from workers.data.batches import SequenceBatches
+from workers.data.cache import atomic_file, cache_dir, hash_key, read_arrays, write_arrays
+from workers.data.splits import SequenceSplits
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +94,6 @@ SPLITS = ("train", "val", "test")
 SPLIT_FILES = {split: f"basic_{split}.tsv" for split in SPLITS}
 HEADER = ("Source", "Target")
 LRA_ROOT_ENV = "LRA_ROOT"
-CACHE_DIR_ENV = "SWEEP_CACHE_DIR"
-DEFAULT_CACHE_ROOT = "~/.cache/heads-for-depth"
 CACHE_FORMAT = 1  # bump when the generator or the encoding changes: old cache files are then not read
 
 MAX_STALE_DRAWS = 100_000  # draws in a row that add no row before the generator gives up
@@ -333,7 +337,7 @@ def write_tsv(path: str | os.PathLike, rows: Iterable[tuple[str, int]]) -> int:
     of rows written. Written to a temporary file beside ``path`` and renamed, so no torn file is left."""
     path = Path(path)
     count = 0
-    with _atomic_file(path, "w", newline="") as handle:
+    with atomic_file(path, "w", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t")
         writer.writerow(HEADER)
         for source, label in rows:
@@ -403,32 +407,7 @@ def write_splits(out: str | os.PathLike, splits: dict[str, list[ListOpsRow]]) ->
     return written
 
 
-class _atomic_file:
-    """Open a temporary file beside ``path``; on a clean exit rename it to ``path`` (os.replace)."""
-
-    def __init__(self, path: Path, mode: str, **kwargs):
-        self.path, self.mode, self.kwargs = path, mode, kwargs
-
-    def __enter__(self):
-        # A unique name opened with "x" (not mkstemp) so the file gets the usual permissions (umask).
-        self.temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        self.handle = open(self.temp, self.mode.replace("w", "x"), **self.kwargs)
-        return self.handle
-
-    def __exit__(self, kind, exc, tb) -> None:
-        self.handle.close()
-        if kind is None:
-            os.replace(self.temp, self.path)
-        else:
-            Path(self.temp).unlink(missing_ok=True)
-
-
 # --- cache --------------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """``$SWEEP_CACHE_DIR/listops`` (default ``~/.cache/heads-for-depth/listops``)."""
-    return Path(os.environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_ROOT).expanduser() / "listops"
 
 
 def cache_key(options: ListOpsOptions, seed: int, train_rows: int, val_rows: int, test_rows: int, seq_len: int) -> str:
@@ -440,7 +419,7 @@ def cache_key(options: ListOpsOptions, seed: int, train_rows: int, val_rows: int
         "rows": [train_rows, val_rows, test_rows],
         "seq_len": seq_len,
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    return hash_key(identity)
 
 
 def encode_splits(splits: dict[str, list[ListOpsRow]], seq_len: int) -> dict[str, np.ndarray]:
@@ -464,31 +443,80 @@ def load_or_generate(
     directory: str | os.PathLike | None = None,
 ) -> dict[str, np.ndarray]:
     """The encoded splits (:func:`encode_splits`' arrays, int64) from the cache file for these arguments, or
-    generated with :func:`generate_splits` and stored there (temporary file + ``os.replace``).
+    generated with :func:`generate_splits` and stored there (``workers.data.cache``: atomic, keyed).
 
-    ``directory`` defaults to :func:`cache_dir`. An unreadable cache file is regenerated; a cache folder that
-    cannot be written is logged and the data returned anyway.
+    ``directory`` defaults to ``$SWEEP_CACHE_DIR/listops``. An unreadable cache file is regenerated; a cache
+    folder that cannot be written is logged and the data returned anyway.
     """
     key = cache_key(options, seed, train_rows, val_rows, test_rows, seq_len)
-    folder = Path(directory).expanduser() if directory is not None else cache_dir()
+    folder = Path(directory).expanduser() if directory is not None else cache_dir("listops")
     path = folder / f"listops-{key}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as stored:
-                arrays = {name: stored[name].astype(np.int64) for name in stored.files if name != "key"}
-                if str(stored["key"]) == key and len(arrays) == 3 * len(SPLITS):
-                    log.info("ListOps: read %s", path)
-                    return arrays
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("ListOps: cache file %s is unreadable (%s); generating again", path, exc)
-    splits = generate_splits(options, seed, train_rows, val_rows, test_rows)
-    arrays = encode_splits(splits, seq_len)
-    stored = {name: array.astype(np.uint8) if name.endswith("_ids") else array for name, array in arrays.items()}
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with _atomic_file(path, "wb") as handle:
-            np.savez_compressed(handle, key=np.array(key), **stored)
-        log.info("ListOps: cached in %s", path)
-    except OSError as exc:
-        log.warning("ListOps: could not write the cache file %s (%s); continuing without it", path, exc)
+    stored = read_arrays(path, key, "ListOps")
+    if stored is not None and len(stored) == 3 * len(SPLITS):
+        return {name: array.astype(np.int64) for name, array in stored.items()}
+    arrays = encode_splits(generate_splits(options, seed, train_rows, val_rows, test_rows), seq_len)
+    compact = {name: array.astype(np.uint8) if name.endswith("_ids") else array for name, array in arrays.items()}
+    write_arrays(path, key, compact, "ListOps", compressed=True)
     return arrays
+
+
+# --- the data set ---------------------------------------------------------------------------------------
+
+
+class ListOpsSpec(StrictModel):
+    """The generator's options (``data.listops``); the defaults are LRA's. Rows are kept when
+    ``min_length < length < max_length`` (strict; the length counts tokens, parentheses not included).
+    ``seed`` is the data set's generation seed: the same for every trial of a sweep, not the trial seed."""
+
+    max_depth: int = Field(default=10, ge=1, description="operators nest at most max_depth - 1 deep")
+    max_args: int = Field(default=10, ge=2, description="arguments per operator: 2 … max_args")
+    min_length: int = Field(default=500, ge=0, description="rows kept have length > min_length")
+    max_length: int = Field(default=2000, ge=2, description="rows kept have length < max_length")
+    train_rows: int = Field(default=96000, ge=1)
+    val_rows: int = Field(default=2000, ge=1)
+    test_rows: int = Field(default=2000, ge=1)
+    seed: int = Field(default=0, description="generation seed of the data set, shared by every trial")
+
+    @model_validator(mode="after")
+    def _lengths_possible(self) -> ListOpsSpec:
+        self.options()  # ValueError stating the rule and the values when no row can be kept
+        return self
+
+    def options(self) -> ListOpsOptions:
+        """The grammar's parameters as :class:`ListOpsOptions`."""
+        return ListOpsOptions(self.max_depth, self.max_args, self.min_length, self.max_length)
+
+
+class ListOpsData(SequenceDataSpec):
+    """``data: {name: listops, seq_len: N, listops: {…}}``: ListOps generated with LRA's grammar (``listops``
+    None: LRA's options) and cached under ``$SWEEP_CACHE_DIR/listops/``, generated once per machine."""
+
+    name: Literal["listops"] = "listops"
+    listops: ListOpsSpec | None = Field(default=None, description="generator options; None means LRA's")
+
+    def model_fields_from_data(self) -> dict:
+        return {"seq_len": self.seq_len, "vocab_size": VOCAB_SIZE, "num_classes": NUM_CLASSES}
+
+    def load_arrays(self) -> SequenceSplits:
+        options = self.listops or ListOpsSpec()
+        arrays = load_or_generate(
+            options.options(), options.seed, options.train_rows, options.val_rows, options.test_rows, self.seq_len
+        )
+        held_out = self.eval_split
+        splits = SequenceSplits(
+            "listops",
+            arrays["train_ids"],
+            arrays["train_lengths"],
+            arrays["train_labels"],
+            arrays[f"{held_out}_ids"],
+            arrays[f"{held_out}_lengths"],
+            arrays[f"{held_out}_labels"],
+            held_out,
+            self.seq_len,
+            VOCAB_SIZE,
+            NUM_CLASSES,
+        )
+        return keep_first_rows(splits, self)
+
+    def open_batches(self, device: torch.device, arrays: SequenceSplits | None = None) -> BatchSource:
+        return SequenceBatches(arrays if arrays is not None else self.load_arrays(), self, device)

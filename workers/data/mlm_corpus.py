@@ -2,7 +2,7 @@
 WordPiece tokenizer, packed windows, BERT's masking, and the GLUE tasks encoded with the same tokenizer for
 fine-tuning. Nothing is downloaded, ever.
 
-**Corpus** (``data.corpus``, :class:`workers.config.CorpusSpec`). ``source: folder`` reads ``data.root`` or
+**Corpus** (``data.corpus``, :class:`CorpusSpec`). ``source: folder`` reads ``data.root`` or
 ``$MLM_CORPUS_ROOT`` in either layout (the first one found, in this order):
 
 - *text*: ``train.txt`` and ``valid.txt``, one document per non-empty line (stripped);
@@ -10,7 +10,7 @@ fine-tuning. Nothing is downloaded, ever.
   ``validation/``, a ``text`` column), read with ``datasets.load_from_disk`` (local files only); each
   document is a row's ``text``, stripped (empty ones skipped).
 
-``source: generated`` takes ``generated_sentences`` sentences of ``workers.glue.generated_corpus`` (seed
+``source: generated`` takes ``generated_sentences`` sentences of ``workers.data.glue.generated_corpus`` (seed
 ``corpus.seed``), one document each; the last ``max(1, n // 10)`` are the validation split, the rest the
 training split. No files.
 
@@ -22,7 +22,7 @@ words) of ``corpus.vocab_size`` ids (default :data:`CRAMMING_VOCAB_SIZE`, 32,768
 first ``TOKENIZER_TRAIN_CHARS`` characters of training documents (whole documents), with the special tokens
 as ids 0 … 4, and saved under the cache folder. A small corpus can give fewer ids than asked: the size used
 is the real one, largest id + 1. A ``vocab_size`` below what the trainer keeps anyway (every character it
-saw) is an error, since models are planned with the size asked (:func:`mlm_vocab_size`). Trial rows name
+saw) is an error, since models are planned with the size asked (:meth:`MLMCorpusData.vocab_size`). Trial rows name
 it ``file:<path>`` or ``trained:wordpiece-<vocab_size asked>-<first 12 hex of the SHA-256 of its JSON>``.
 
 **Packing** (cramming's ``include_sep_token_in_corpus``; no ``[CLS]`` in the corpus): each split's documents,
@@ -38,13 +38,13 @@ every time they are drawn (dynamic masking, from the trial's generator); the val
 once at load with ``torch.Generator().manual_seed(corpus.seed)``, before ``limit_val`` keeps the first
 windows, so every trial scores the same masked tokens.
 
-**GLUE** (``data.glue``, :class:`workers.config.GlueSpec`): each task's train and dev split read with
-``workers.glue.read_glue_split`` from ``glue.root`` or ``$GLUE_DIR`` (or the generated task ``synthetic``,
+**GLUE** (``data.glue``, :class:`GlueSpec`): each task's train and dev split read with
+``workers.data.glue.read_glue_split`` from ``glue.root`` or ``$GLUE_DIR`` (or the generated task ``synthetic``,
 written under the cache folder), each example encoded as ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``,
 truncated longest-first to ``seq_len`` and right-padded with ``[PAD]`` (:func:`encode_glue_examples`).
 
 **Cache**: the packed streams are kept as ``.npz`` (ids in the smallest unsigned type that holds the
-vocabulary) under ``$SWEEP_CACHE_DIR/mlm_corpus/`` (default ``~/.cache/heads-for-depth/mlm_corpus/``), keyed
+vocabulary) under ``$SWEEP_CACHE_DIR/mlm_corpus/`` (``workers/data/cache.py``), keyed
 by a hash of the corpus's files (path, size, mtime; or the generated corpus's size and seed), the tokenizer
 (description and the SHA-256 of its JSON) and the token caps; ``seq_len`` is not in the key. Written to a
 temporary file and renamed; a cache folder that cannot be written is logged and the data returned anyway.
@@ -60,50 +60,29 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field, model_validator
 
-from workers import glue as glue_files
-from workers import lm_data
-from workers.config import CorpusSpec, DataSpec, GlueSpec
-from workers.data_common import DataMeta, DataNotFoundError, keep_first_rows, require_same_length
-from workers.listops import CACHE_DIR_ENV, DEFAULT_CACHE_ROOT, _atomic_file
+from workers.config import StrictModel
+from workers.data import glue as glue_files
+from workers.data import text as corpus_text
+from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, folder_hash, keep_first_rows
+from workers.data.batches import TokenWindowBatches
+from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line, iter_text
+from workers.data.splits import IGNORE_INDEX, smallest_uint
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-
-__all__ = [
-    "CRAMMING_VOCAB_SIZE",
-    "MLM_CORPUS_ROOT_ENV",
-    "SPECIAL_TOKENS",
-    "GlueArrays",
-    "MLMBatches",
-    "MLMSplits",
-    "MLMTokenizer",
-    "SpecialIds",
-    "encode_glue_examples",
-    "find_corpus_layout",
-    "iter_documents",
-    "load_glue_arrays",
-    "load_mlm_arrays",
-    "load_mlm_streams",
-    "load_mlm_tokenizer",
-    "mask_tokens",
-    "mlm_vocab_size",
-    "pack_mlm_windows",
-    "require_mlm_data",
-    "train_wordpiece",
-    "truncate_pair",
-]
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +90,11 @@ MLM_CORPUS_ROOT_ENV = "MLM_CORPUS_ROOT"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 … 4 in a tokenizer trained here
 CRAMMING_VOCAB_SIZE = 32768  # cramming's WordPiece size: the default for a tokenizer trained here
 TEXT_FILES = {"train": "train.txt", "val": "valid.txt"}
-TOKENIZER_TRAIN_CHARS = lm_data.TOKENIZER_TRAIN_CHARS  # characters of training documents a tokenizer sees
-ENCODE_BATCH = lm_data.ENCODE_BATCH  # documents (or GLUE sentences) per encode_batch call
 GENERATED_VAL_DIVISOR = 10  # generated corpus: the last n // 10 sentences (at least 1) are the val split
 MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of selected tokens: [MASK], a random token; the rest stay themselves
 MLM_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
 
-Layout = Literal["text", "saved", "generated"]
+Layout = Literal["text", "saved", "generated", "hub"]
 
 
 @dataclass(frozen=True)
@@ -150,39 +127,32 @@ class MLMTokenizer:
 # --- corpus files ---------------------------------------------------------------------------------------------
 
 
-def corpus_root(spec: DataSpec) -> Path | None:
-    """``data.root`` or ``$MLM_CORPUS_ROOT``, or None when neither is set (not checked further)."""
-    root = spec.root or os.environ.get(MLM_CORPUS_ROOT_ENV)
-    return Path(root).expanduser() if root else None
-
-
 def find_corpus_layout(root: Path) -> Layout | None:
     """``"text"`` (``train.txt`` and ``valid.txt``), ``"saved"`` (a ``save_to_disk`` DatasetDict), or None."""
     if all((root / name).is_file() for name in TEXT_FILES.values()):
         return "text"
-    saved = lm_data.SAVED_SPLITS.values()
-    if (root / lm_data.SAVED_MARKER).is_file() and all((root / split).is_dir() for split in saved):
-        return "saved"
-    return None
+    return "saved" if corpus_text.has_saved_layout(root) else None
 
 
 def _missing_layout(root: Path) -> str:
     """What neither layout found under ``root``, in words."""
     text = [name for name in TEXT_FILES.values() if not (root / name).is_file()]
-    wanted = (lm_data.SAVED_MARKER, *(f"{split}/" for split in lm_data.SAVED_SPLITS.values()))
-    saved = [name for name in wanted if not (root / name).exists()]
-    return f"the text layout lacks {', '.join(text)}; the saved layout lacks {', '.join(saved)}"
+    return (
+        f"the text layout lacks {', '.join(text)}; the saved layout lacks {', '.join(corpus_text.missing_saved(root))}"
+    )
 
 
-def locate_corpus(spec: DataSpec) -> tuple[Path | None, Layout]:
+def locate_corpus(spec: MLMCorpusData) -> tuple[Path | None, Layout]:
     """(root, layout) of the corpus: (None, "generated") for a generated one; else the folder and its layout,
     or a :class:`DataNotFoundError` naming the folder, both layouts and ``$MLM_CORPUS_ROOT``."""
-    if (spec.corpus or CorpusSpec()).source == "generated":
+    if spec.corpus_options.source == "generated":
         return None, "generated"
-    root = corpus_root(spec)
+    if spec.corpus_options.source == "hub":
+        return spec.corpus_hub(), "hub"
+    root = spec.optional_root()
     layouts = (
-        f"train.txt and valid.txt (one document per line), or a datasets folder saved with save_to_disk "
-        f"({lm_data.SAVED_MARKER}, train/, validation/, a text column)"
+        "train.txt and valid.txt (one document per line), or a datasets folder saved with save_to_disk "
+        "(dataset_dict.json, train/, validation/, a text column)"
     )
     if root is None:
         raise DataNotFoundError(
@@ -201,7 +171,7 @@ def locate_corpus(spec: DataSpec) -> tuple[Path | None, Layout]:
 
 @functools.lru_cache(maxsize=2)
 def _generated_sentences(count: int, seed: int) -> tuple[str, ...]:
-    """``workers.glue.generated_corpus``, kept: the tokenizer and both splits read it (20,000: 0.3 s)."""
+    """``workers.data.glue.generated_corpus``, kept: the tokenizer and both splits read it (20,000: 0.3 s)."""
     return tuple(glue_files.generated_corpus(count, seed))
 
 
@@ -226,10 +196,12 @@ def iter_documents(root: Path | None, layout: Layout, split: str, corpus: Corpus
     if layout == "text":
         return _iter_text_lines(root / TEXT_FILES[split])
     if layout == "saved":
-        return lm_data._iter_saved(root, split)
+        return corpus_text.iter_saved(root, split, "mlm_corpus")
     if layout == "generated":
         return iter(_generated_split(corpus, split))
-    raise ValueError(f"unknown mlm_corpus layout {layout!r}; expected 'text', 'saved' or 'generated'")
+    if layout == "hub":
+        return iter_text(root.load(split), corpus_text.TEXT_COLUMN, "mlm_corpus")
+    raise ValueError(f"unknown mlm_corpus layout {layout!r}; expected 'text', 'saved', 'generated' or 'hub'")
 
 
 def split_identity(root: Path | None, layout: Layout, split: str, corpus: CorpusSpec) -> list:
@@ -237,26 +209,14 @@ def split_identity(root: Path | None, layout: Layout, split: str, corpus: Corpus
     corpus's [size, seed]."""
     if layout == "generated":
         return ["generated", corpus.generated_sentences, corpus.seed]
+    if layout == "hub":
+        return [root.identity(), root.split_name(split)]
     if layout == "saved":
-        return lm_data.split_identity(root, "saved", split)
-    stat = (root / TEXT_FILES[split]).stat()
-    return [[str((root / TEXT_FILES[split]).resolve()), stat.st_size, stat.st_mtime_ns]]
-
-
-def mlm_cache_dir() -> Path:
-    """``$SWEEP_CACHE_DIR/mlm_corpus`` (default ``~/.cache/heads-for-depth/mlm_corpus``)."""
-    return Path(os.environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_ROOT).expanduser() / "mlm_corpus"
-
-
-def _hash_key(identity: dict) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+        return corpus_text.saved_split_identity(root, split)
+    return corpus_text.files_identity([root / TEXT_FILES[split]])
 
 
 # --- tokenizer --------------------------------------------------------------------------------------------------
-
-
-def _vocab_size_of(tokenizer: Tokenizer) -> int:
-    return max(tokenizer.get_vocab(with_added_tokens=True).values()) + 1
 
 
 def special_ids(tokenizer: Tokenizer, where: str) -> SpecialIds:
@@ -282,7 +242,7 @@ def read_mlm_tokenizer(path: Path) -> MLMTokenizer:
     tokenizer.no_padding()
     specials = special_ids(tokenizer, str(path))
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return MLMTokenizer(tokenizer, specials, _vocab_size_of(tokenizer), f"file:{path.resolve()}", digest)
+    return MLMTokenizer(tokenizer, specials, corpus_text.vocab_size_of(tokenizer), f"file:{path.resolve()}", digest)
 
 
 def train_wordpiece(documents: Iterable[str], vocab_size: int) -> Tokenizer:
@@ -306,50 +266,33 @@ def trained_wordpiece(
 ) -> MLMTokenizer:
     """The WordPiece trained on this corpus's training text: read from ``folder`` when trained before (keyed
     by the training split's identity, ``vocab_size`` and the characters read), else trained and saved there."""
-    from tokenizers import Tokenizer
-
     identity = {
         "format": MLM_CACHE_FORMAT,
         "train": split_identity(root, layout, "train", corpus),
         "vocab_size": vocab_size,
-        "chars": TOKENIZER_TRAIN_CHARS,
+        "chars": corpus_text.TOKENIZER_TRAIN_CHARS,
     }
-    path = folder / f"wordpiece-{_hash_key(identity)}.json"
-    tokenizer = None
-    if path.is_file():
-        try:
-            tokenizer = Tokenizer.from_file(str(path))
-            log.info("mlm_corpus: read the tokenizer %s", path)
-        except Exception as exc:  # a foreign or unreadable file: train again
-            log.warning("mlm_corpus: cached tokenizer %s is unreadable (%s); training again", path, exc)
-    if tokenizer is None:
+
+    def train() -> Tokenizer:
         log.info("mlm_corpus: training a %d-token WordPiece on the %s corpus", vocab_size, layout)
-        documents = lm_data._first_chars(iter_documents(root, layout, "train", corpus), TOKENIZER_TRAIN_CHARS)
-        tokenizer = train_wordpiece(documents, vocab_size)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with _atomic_file(path, "w", encoding="utf-8") as handle:
-                handle.write(tokenizer.to_str())
-        except OSError as exc:
-            log.warning("mlm_corpus: could not save the tokenizer to %s (%s); continuing without", path, exc)
-    text = tokenizer.to_str()
-    digest = hashlib.sha256(text.encode()).hexdigest()
+        documents = corpus_text.first_chars(
+            iter_documents(root, layout, "train", corpus), corpus_text.TOKENIZER_TRAIN_CHARS
+        )
+        return train_wordpiece(documents, vocab_size)
+
+    tokenizer, digest = corpus_text.cached_tokenizer(identity, folder, "wordpiece", train, "mlm_corpus")
     description = f"trained:wordpiece-{vocab_size}-{digest[:12]}"
-    return MLMTokenizer(tokenizer, special_ids(tokenizer, description), _vocab_size_of(tokenizer), description, digest)
-
-
-def tokenizer_path(corpus: CorpusSpec, root: Path | None) -> Path | None:
-    """The tokenizer.json to read: ``corpus.tokenizer`` (relative to the root when there is one), else the
-    root's ``tokenizer.json`` when it exists, else None (one is trained here). Not checked for existence."""
-    return lm_data.tokenizer_file(corpus, root)  # reads only .tokenizer, which CorpusSpec has as TextSpec does
+    return MLMTokenizer(
+        tokenizer, special_ids(tokenizer, description), corpus_text.vocab_size_of(tokenizer), description, digest
+    )
 
 
 def load_mlm_tokenizer(
     corpus: CorpusSpec, root: Path | None, layout: Layout, folder: Path | None = None
 ) -> MLMTokenizer:
-    """The given tokenizer.json (see :func:`tokenizer_path`), else the WordPiece trained here (cached in
-    ``folder``, default :func:`mlm_cache_dir`)."""
-    given = tokenizer_path(corpus, root)
+    """The given tokenizer.json (``corpus.tokenizer``, relative to the root, else the root's tokenizer.json),
+    else the WordPiece trained here (cached in ``folder``, default ``$SWEEP_CACHE_DIR/mlm_corpus``)."""
+    given = corpus_text.given_tokenizer(corpus.tokenizer, root if isinstance(root, Path) else None)
     if given is not None:
         if not given.is_file():
             raise DataNotFoundError(
@@ -357,35 +300,18 @@ def load_mlm_tokenizer(
                 f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here"
             )
         return read_mlm_tokenizer(given)
-    folder = folder if folder is not None else mlm_cache_dir()
+    folder = folder if folder is not None else cache_dir("mlm_corpus")
     asked = corpus.vocab_size or CRAMMING_VOCAB_SIZE
     trained = trained_wordpiece(root, layout, corpus, asked, folder)
-    if trained.vocab_size > asked:  # models are planned with the size asked (mlm_vocab_size): it must hold every id
+    if (
+        trained.vocab_size > asked
+    ):  # models are planned with the size asked (MLMCorpusData.vocab_size): it must hold every id
         raise ValueError(
             f"mlm_corpus: the WordPiece trained here has {trained.vocab_size} ids, more than "
             f"data.corpus.vocab_size={asked} (the trainer keeps every character of the text); raise "
             f"data.corpus.vocab_size to at least {trained.vocab_size}"
         )
     return trained
-
-
-def mlm_vocab_size(spec: DataSpec) -> int:
-    """The vocabulary size to plan a model with, without reading the corpus: the given tokenizer.json's
-    (largest id + 1; a :class:`DataNotFoundError` when ``corpus.tokenizer`` names a file that is not there),
-    else ``corpus.vocab_size`` (default 32,768), the size asked of the WordPiece trained here (its real size,
-    known after training, can be smaller; a larger one is an error at load)."""
-    corpus = spec.corpus or CorpusSpec()
-    root = None if corpus.source == "generated" else corpus_root(spec)
-    path = tokenizer_path(corpus, root)
-    if path is None:
-        return corpus.vocab_size or CRAMMING_VOCAB_SIZE
-    if not path.is_file():
-        raise DataNotFoundError(
-            f"mlm_corpus: the tokenizer file {path} (data.corpus.tokenizer; a relative path is read from "
-            f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist, so the vocabulary size cannot be known; "
-            "leave it out to train a WordPiece here"
-        )
-    return read_mlm_tokenizer(path).vocab_size
 
 
 # --- packing ---------------------------------------------------------------------------------------------------
@@ -397,17 +323,6 @@ def _encode(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [encoding.ids for encoding in encode(texts, add_special_tokens=False)]
 
 
-def _batches(items: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def encode_documents(
     tokenizer: Tokenizer, documents: Iterable[str], sep_id: int, max_tokens: int | None, dtype: np.dtype
 ) -> np.ndarray:
@@ -415,7 +330,7 @@ def encode_documents(
     read only until the stream has ``max_tokens`` ids (None: all), and it is cut there."""
     parts: list[np.ndarray] = []
     total = 0
-    for batch in _batches(documents, ENCODE_BATCH):
+    for batch in corpus_text.batched(documents, corpus_text.ENCODE_BATCH):
         encoded = _encode(tokenizer, batch)
         ends = np.cumsum([len(ids) + 1 for ids in encoded])  # one past each document's [SEP]
         flat = np.full(int(ends[-1]), sep_id, dtype=dtype)
@@ -441,9 +356,9 @@ def load_mlm_streams(
     corpus: CorpusSpec, root: Path | None, layout: Layout, tokenizer: MLMTokenizer, folder: Path | None = None
 ) -> dict[str, np.ndarray]:
     """``{"train": stream, "val": stream}`` of the corpus packed as the module docstring says, read from the
-    cache in ``folder`` (default :func:`mlm_cache_dir`) when these files, tokenizer and caps were packed
+    cache in ``folder`` (default ``$SWEEP_CACHE_DIR/mlm_corpus``) when these files, tokenizer and caps were packed
     before, else tokenised and stored there."""
-    folder = folder if folder is not None else mlm_cache_dir()
+    folder = folder if folder is not None else cache_dir("mlm_corpus")
     identity = {
         "format": MLM_CACHE_FORMAT,
         "train": split_identity(root, layout, "train", corpus),
@@ -451,30 +366,19 @@ def load_mlm_streams(
         "tokenizer": [tokenizer.description, tokenizer.digest],
         "caps": [corpus.train_tokens, corpus.val_tokens],
     }
-    key = _hash_key(identity)
+    key = hash_key(identity)
     path = folder / f"mlm-{key}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as stored:
-                if str(stored["key"]) == key:
-                    log.info("mlm_corpus: read %s", path)
-                    return {"train": stored["train"], "val": stored["val"]}
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("mlm_corpus: cache file %s is unreadable (%s); tokenising again", path, exc)
-    dtype = lm_data.smallest_uint(tokenizer.vocab_size)
+    cached = read_arrays(path, key, "mlm_corpus")
+    if cached is not None:
+        return cached
+    dtype = smallest_uint(tokenizer.vocab_size)
     streams = {
         split: encode_documents(
             tokenizer.tokenizer, iter_documents(root, layout, split, corpus), tokenizer.specials.sep, cap, dtype
         )
         for split, cap in (("train", corpus.train_tokens), ("val", corpus.val_tokens))
     }
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with _atomic_file(path, "wb") as handle:
-            np.savez(handle, key=np.array(key), **streams)
-        log.info("mlm_corpus: cached in %s", path)
-    except OSError as exc:
-        log.warning("mlm_corpus: could not write the cache file %s (%s); continuing without it", path, exc)
+    write_arrays(path, key, streams, "mlm_corpus")
     return streams
 
 
@@ -520,7 +424,7 @@ def mask_tokens(
     rows = needs_one.nonzero().squeeze(1)
     selected[rows, fallback[rows]] = True
 
-    labels = torch.where(selected, ids, torch.full_like(ids, lm_data.IGNORE_INDEX))
+    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
     inputs = ids.clone()
     to_mask = selected & (action_u < MASK_SHARE)
     to_random = selected & (action_u >= MASK_SHARE) & (action_u < MASK_SHARE + RANDOM_SHARE)
@@ -546,7 +450,7 @@ class GlueArrays:
     """One GLUE task encoded for fine-tuning. ``ids_*``: (N, seq_len) in the smallest unsigned type that holds
     the vocabulary, ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` then ``[PAD]``; ``lengths_*``: int32 (N,),
     real tokens per row; ``labels_*``: int64 class indices, or float32 scores for STS-B (``num_labels`` 1).
-    ``metric`` is the task's GLUE metric (``workers.glue``); ``skipped_rows`` counts the rows of both files
+    ``metric`` is the task's GLUE metric (``workers.data.glue``); ``skipped_rows`` counts the rows of both files
     dropped for having too few columns."""
 
     task: str
@@ -593,11 +497,15 @@ def encode_glue_examples(
             f"mlm_corpus: GLUE examples need seq_len >= {extra + 1} ([CLS], [SEP]s and a token), but got "
             f"(seq_len={seq_len})"
         )
-    ids = np.full((len(text_a), seq_len), specials.pad, dtype=lm_data.smallest_uint(tokenizer.vocab_size))
+    ids = np.full((len(text_a), seq_len), specials.pad, dtype=smallest_uint(tokenizer.vocab_size))
     lengths = np.zeros(len(text_a), dtype=np.int32)
-    for start in range(0, len(text_a), ENCODE_BATCH):
-        batch_a = _encode(tokenizer.tokenizer, text_a[start : start + ENCODE_BATCH])
-        batch_b = _encode(tokenizer.tokenizer, text_b[start : start + ENCODE_BATCH]) if text_b is not None else None
+    for start in range(0, len(text_a), corpus_text.ENCODE_BATCH):
+        batch_a = _encode(tokenizer.tokenizer, text_a[start : start + corpus_text.ENCODE_BATCH])
+        batch_b = (
+            _encode(tokenizer.tokenizer, text_b[start : start + corpus_text.ENCODE_BATCH])
+            if text_b is not None
+            else None
+        )
         for offset, a in enumerate(batch_a):
             if batch_b is None:
                 row = [specials.cls, *a[: seq_len - extra], specials.sep]
@@ -612,16 +520,17 @@ def encode_glue_examples(
 
 def generated_glue_root(glue: GlueSpec, seed: int, folder: Path | None = None) -> Path:
     """Write the generated task ``synthetic`` under ``<folder>/glue-generated-<train>-<dev>-<seed>`` (folder:
-    :func:`mlm_cache_dir`) and return that GLUE root."""
-    folder = folder if folder is not None else mlm_cache_dir()
+    ``$SWEEP_CACHE_DIR/mlm_corpus``) and return that GLUE root."""
+    folder = folder if folder is not None else cache_dir("mlm_corpus")
     root = folder / f"glue-generated-{glue.generated_train_rows}-{glue.generated_dev_rows}-{seed}"
     glue_files.write_generated_glue(root, glue.generated_train_rows, glue.generated_dev_rows, seed=seed)
     return root
 
 
-def _encoded_split(glue_root: Path, task: str, split: str, limit: int | None, tokenizer, seq_len: int):
-    """(ids, lengths, labels, skipped rows) of one split of one task, its first ``limit`` rows."""
-    examples = glue_files.read_glue_split(glue_root, task, split)
+def _encoded_split(read, task: str, split: str, limit: int | None, tokenizer, seq_len: int):
+    """(ids, lengths, labels, skipped rows) of one split of one task, its first ``limit`` rows; ``read(task,
+    split)`` gives its examples."""
+    examples = read(task, split)
     text_a = examples.text_a[:limit]
     text_b = examples.text_b[:limit] if examples.text_b is not None else None
     ids, lengths = encode_glue_examples(tokenizer, text_a, text_b, seq_len)
@@ -634,24 +543,38 @@ def load_glue_arrays(
     """Every task of ``glue.tasks``, in that order, encoded by :func:`encode_glue_examples`; read from
     ``glue.root`` or ``$GLUE_DIR``, or the generated task written under ``folder`` with ``seed``. Tasks with
     the same training file (``mnli``, ``mnli_mm``) share one encoding of it."""
-    root = generated_glue_root(glue, seed, folder) if glue.generated else glue_files.glue_root(glue.root)
+    read = glue_reader(glue, seed, folder)
     trains: dict[tuple[str, str], tuple] = {}
     arrays = {}
     for name in glue.tasks:
         task = glue_files.get_task(name)
         source = (task.directory, task.train_file)
         if source not in trains:
-            trains[source] = _encoded_split(root, name, "train", glue.limit_train, tokenizer, seq_len)
+            trains[source] = _encoded_split(read, name, "train", glue.limit_train, tokenizer, seq_len)
         train = trains[source]
-        dev = _encoded_split(root, name, "dev", glue.limit_dev, tokenizer, seq_len)
+        dev = _encoded_split(read, name, "dev", glue.limit_dev, tokenizer, seq_len)
         arrays[name] = GlueArrays(name, task.metric, task.num_labels, *train[:3], *dev[:3], train[3] + dev[3])
     return arrays
 
 
+def glue_reader(glue: GlueSpec, seed: int, folder: Path | None):
+    """``read(task, split) -> GlueExamples`` for where the tasks are: the Hub, the generated task (written
+    under ``folder`` with ``seed``), or ``glue.root`` / ``$GLUE_DIR``."""
+    if glue.hub is not None:
+        hub = glue_hub(glue)
+        return lambda task, split: glue_files.read_hub_split(hub, task, split)
+    root = generated_glue_root(glue, seed, folder) if glue.generated else glue_files.glue_root(glue.root)
+    return lambda task, split: glue_files.read_glue_split(root, task, split)
+
+
+def glue_hub(glue: GlueSpec) -> HubSplits:
+    return HubSplits(glue.hub.repo or glue_files.HUB_REPO, glue.hub, "glue")
+
+
 def _require_glue(glue: GlueSpec) -> None:
     """:class:`DataNotFoundError` naming the first missing GLUE file (or the unset root); nothing for the
-    generated task, which is written at load."""
-    if glue.generated:
+    generated task, which is written at load, nor for the Hub's, read through the datasets cache."""
+    if glue.generated or glue.hub is not None:
         return
     try:
         root = glue_files.glue_root(glue.root)
@@ -669,29 +592,12 @@ def _require_glue(glue: GlueSpec) -> None:
                 )
 
 
-def require_mlm_data(spec: DataSpec) -> Path | None:
-    """The corpus root once the corpus, the given tokenizer file and the GLUE files are all there (None for a
-    generated corpus); otherwise a :class:`DataNotFoundError` saying what is missing and how to point
-    elsewhere. Reads no data."""
-    corpus = spec.corpus or CorpusSpec()
-    root, _ = locate_corpus(spec)
-    given = tokenizer_path(corpus, root)
-    if given is not None and not given.is_file():
-        raise DataNotFoundError(
-            f"mlm_corpus: the tokenizer file {given} (data.corpus.tokenizer; a relative path is read from "
-            f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here. "
-            "Nothing is downloaded."
-        )
-    _require_glue(spec.glue or GlueSpec())
-    return root
-
-
 # --- splits and batches ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class MLMSplits:
-    """A masked-LM data set in memory, plain numpy like ``workers.data.LMSplits``.
+    """A masked-LM data set in memory, plain numpy like ``workers.data.splits.LMSplits``.
 
     ``ids_train``: (N, seq_len) unmasked training windows (masked per batch by :class:`MLMBatches`);
     ``ids_eval`` / ``labels_eval``: the validation windows masked once (:func:`mask_validation`) and their
@@ -699,7 +605,7 @@ class MLMSplits:
     ``tokenizer`` describes the tokenizer, ``specials`` its special ids, ``mask_prob`` the share masked;
     ``glue`` the fine-tuning tasks by name, in ``data.glue.tasks`` order. ``vocab_size`` is the tokenizer's
     (random replacements are drawn from its ids); ``model_vocab_size`` the vocabulary the model is built with,
-    the planned one (:func:`mlm_vocab_size`): a WordPiece trained here may have fewer ids than asked, and the
+    the planned one (:meth:`MLMCorpusData.vocab_size`): a WordPiece trained here may have fewer ids than asked, and the
     model keeps the asked size so that the plan and the trial count the same parameters (the ids the
     tokenizer never produces just go unused). None means ``vocab_size``."""
 
@@ -717,7 +623,7 @@ class MLMSplits:
     model_vocab_size: int | None = None
 
     def __post_init__(self):
-        dtype = lm_data.smallest_uint(self.vocab_size)
+        dtype = smallest_uint(self.vocab_size)
         for name in ("ids_train", "ids_eval"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=dtype))
         object.__setattr__(self, "labels_eval", np.asarray(self.labels_eval, dtype=np.int64))
@@ -739,13 +645,14 @@ def _windows(stream: np.ndarray, seq_len: int, split: str, corpus: CorpusSpec) -
     return windows
 
 
-def load_mlm_arrays(spec: DataSpec, directory: str | os.PathLike | None = None) -> MLMSplits:
+def load_mlm_arrays(spec: MLMCorpusData, directory: str | os.PathLike | None = None) -> MLMSplits:
     """The masked-LM data set of ``spec`` (the module docstring defines every step): the corpus packed into
     windows of ``spec.seq_len``, the validation windows masked once, and the GLUE tasks encoded. The cache is
-    ``directory`` (default :func:`mlm_cache_dir`). ``limit_train`` / ``limit_val`` keep the first windows."""
-    corpus, glue = spec.corpus or CorpusSpec(), spec.glue or GlueSpec()
-    folder = Path(directory).expanduser() if directory is not None else mlm_cache_dir()
-    require_mlm_data(spec)
+    ``directory`` (default ``$SWEEP_CACHE_DIR/mlm_corpus``). ``limit_train`` / ``limit_val`` keep the first
+    windows."""
+    corpus, glue = spec.corpus_options, spec.glue_options
+    folder = Path(directory).expanduser() if directory is not None else cache_dir("mlm_corpus")
+    spec.require_local()
     root, layout = locate_corpus(spec)
     tokenizer = load_mlm_tokenizer(corpus, root, layout, folder)
     streams = load_mlm_streams(corpus, root, layout, tokenizer, folder)
@@ -764,64 +671,26 @@ def load_mlm_arrays(spec: DataSpec, directory: str | os.PathLike | None = None) 
         tokenizer.specials,
         corpus.mask_prob,
         load_glue_arrays(glue, tokenizer, spec.seq_len, corpus.seed, folder),
-        model_vocab_size=max(mlm_vocab_size(spec), tokenizer.vocab_size),
+        model_vocab_size=max(spec.vocab_size(), tokenizer.vocab_size),
     )
     return keep_first_rows(splits, spec)
 
 
-class MLMBatches:
-    """Batches of masked-LM windows from :class:`MLMSplits`, held on the trial's device (ids in their compact
-    type, widened to int64 per batch), with the interface of ``workers.data.LMBatches``. Inputs are dicts
-    ``{"input_ids": (B, seq_len) int64, "attention_mask": (B, seq_len) int64, all 1}``; labels (B, seq_len)
-    int64, -100 where not scored. Training windows are masked afresh per batch (:func:`mask_tokens`, from the
-    trial's generator); validation windows are the fixed masked ones. The GLUE tasks stay in host memory and
-    are moved to the device a batch at a time (:meth:`glue_batches`)."""
+class MLMBatches(TokenWindowBatches):
+    """Batches of masked-LM windows from :class:`MLMSplits` (``workers.data.batches.TokenWindowBatches``):
+    training windows are masked afresh per batch (:func:`mask_tokens`, from the trial's generator);
+    validation windows are the fixed masked ones. The GLUE tasks stay in host memory and are moved to the
+    device a batch at a time (:meth:`glue_batches`)."""
 
-    def __init__(self, splits: MLMSplits, spec: DataSpec, device: torch.device):
-        require_same_length(splits, spec)
-        self.splits = splits
-        self.device = device
-        self.ids_train = self._ids(splits.ids_train)
-        self.ids_val = self._ids(splits.ids_eval)
-        self.y_val = torch.as_tensor(splits.labels_eval, dtype=torch.long, device=device)
+    def __init__(self, splits: MLMSplits, spec: MLMCorpusData, device: torch.device):
+        super().__init__(splits, spec, device)
         self.positions = torch.arange(splits.seq_len, device=device)
 
-    def _ids(self, ids: np.ndarray) -> torch.Tensor:
-        # uint8 stays (every backend indexes it); wider unsigned ids become int32, which every device indexes
-        return torch.as_tensor(ids if ids.dtype == np.uint8 else ids.astype(np.int32), device=self.device)
-
-    def _inputs(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"input_ids": ids.long(), "attention_mask": torch.ones_like(ids, dtype=torch.long)}
-
-    @property
-    def meta(self) -> DataMeta:
+    def training_batch(self, index: torch.Tensor, generator: torch.Generator) -> tuple:
+        """The windows at ``index`` masked by :func:`mask_tokens`; the masking comes from ``generator``."""
         s = self.splits
-        return DataMeta(
-            s.num_classes, 1, 1, len(self.ids_train), len(self.y_val), s.seq_len, s.num_classes, s.tokenizer
-        )
-
-    def steps_per_epoch(self, batch_size: int) -> int:
-        return len(self.ids_train) // batch_size  # drop the ragged last batch: every step the same shape
-
-    def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
-        """One epoch of shuffled training windows, each batch masked by :func:`mask_tokens`; the order and the
-        masking both come from ``generator`` (the trial seed)."""
-        s = self.splits
-        order = torch.randperm(len(self.ids_train), generator=generator).to(self.device)
-        for start in range(0, self.steps_per_epoch(batch_size) * batch_size, batch_size):
-            ids = self.ids_train[order[start : start + batch_size]].long()
-            inputs, labels = mask_tokens(ids, generator, s.mask_prob, s.specials, s.vocab_size)
-            yield self._inputs(inputs), labels
-
-    def val_batches(self, batch_size: int) -> Iterator[tuple]:
-        """The masked val windows in order, the last batch possibly smaller."""
-        for start in range(0, len(self.y_val), batch_size):
-            window = slice(start, start + batch_size)
-            yield self._inputs(self.ids_val[window]), self.y_val[window]
-
-    def probe_images(self, count: int) -> dict[str, torch.Tensor]:
-        """The first ``count`` masked val windows: a fixed batch, the same for every trial and epoch."""
-        return self._inputs(self.ids_val[:count])
+        inputs, labels = mask_tokens(self.ids_train[index].long(), generator, s.mask_prob, s.specials, s.vocab_size)
+        return self._inputs(inputs), labels
 
     # --- GLUE fine-tuning ---
 
@@ -854,3 +723,175 @@ class MLMBatches:
             batch_lengths = torch.as_tensor(lengths[index].astype(np.int64), device=self.device)
             mask = (self.positions < batch_lengths[:, None]).long()
             yield {"input_ids": batch_ids, "attention_mask": mask}, torch.as_tensor(labels[index], device=self.device)
+
+
+# --- the data set -----------------------------------------------------------------------------------------------
+
+CRAMMING_GLUE_TASKS = ("mnli", "mnli_mm", "qqp", "qnli", "sst2", "cola", "stsb", "mrpc", "rte")  # cramming: no WNLI
+
+
+class CorpusSpec(StrictModel):
+    """The masked-LM pretraining text (``data.corpus``; the module docstring defines every step).
+
+    ``source``: ``folder`` reads ``data.root`` (or ``$MLM_CORPUS_ROOT``): ``train.txt`` and ``valid.txt``, one
+    document per non-empty line, or a ``datasets`` ``DatasetDict`` saved to disk (``train`` and ``validation``
+    splits, a ``text`` column); ``generated`` writes ``generated_sentences`` sentences of a small English-like
+    grammar (``workers.data.glue.generated_corpus``), for runs with no files. ``tokenizer``: a
+    ``tokenizer.json`` with ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (absolute, or relative to the root); left out,
+    the root's ``tokenizer.json`` when there is one, else a WordPiece of ``vocab_size`` ids (cramming's:
+    32,768, lower-cased, accents stripped) trained here on the training text and cached. ``mask_prob``: the
+    share of tokens masked (cramming: 0.25), each replaced by ``[MASK]`` with probability 0.8, by a random
+    token with 0.1, kept with 0.1. ``seed``: generation and the fixed masking of the validation split."""
+
+    source: Literal["folder", "generated", "hub"] = "folder"
+    hub: HubSource | None = Field(default=None, description="source: hub: repo (a text column), revision")
+    generated_sentences: int = Field(default=20_000, ge=10, description="source: generated only")
+    tokenizer: str | None = Field(default=None, description="tokenizer.json to read instead of training one")
+    vocab_size: int | None = Field(default=None, ge=16, description="WordPiece trained here (default 32,768)")
+    train_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the training text")
+    val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
+    mask_prob: float = Field(default=0.25, gt=0.0, lt=1.0, description="share of tokens masked (cramming: 0.25)")
+    seed: int = Field(default=0, ge=0, description="generation and validation masking seed, shared by every trial")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> CorpusSpec:
+        check_hub_fields(self.source, self.hub, "mlm_corpus")
+        if self.hub is not None and self.hub.repo is None:
+            raise ValueError("mlm_corpus: data.corpus.hub.repo names the corpus's repository (no default)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_tokenizer(self) -> CorpusSpec:
+        if self.tokenizer is not None and self.vocab_size is not None:
+            raise ValueError(
+                "vocab_size is for a tokenizer trained here; a given tokenizer.json has its own, but got "
+                f"(tokenizer={self.tokenizer!r}, vocab_size={self.vocab_size})"
+            )
+        return self
+
+
+class GlueSpec(StrictModel):
+    """The GLUE tasks a pretrained encoder is fine-tuned and scored on (``data.glue``; ``workers/data/glue.py``,
+    ``workers/finetune.py``).
+
+    ``root``: the ``glue_data`` folder (``<TASK>/{train,dev}.tsv``), or ``$GLUE_DIR``. ``tasks``: cramming's
+    eight tasks with MNLI's matched and mismatched dev sets counted apart (their GLUE average). ``generated``:
+    write the generated ``synthetic`` task (``generated_train_rows`` / ``generated_dev_rows``) under the cache
+    instead of reading a root; it only checks that the pipeline runs. ``limit_train`` / ``limit_dev``: keep
+    the first rows of each task's split."""
+
+    root: str | None = None
+    hub: HubSource | None = Field(default=None, description="read the tasks from the Hub (repo default nyu-mll/glue)")
+    tasks: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(CRAMMING_GLUE_TASKS))
+    generated: bool = False
+    generated_train_rows: int = Field(default=2000, ge=2)
+    generated_dev_rows: int = Field(default=500, ge=2)
+    limit_train: int | None = Field(default=None, ge=1)
+    limit_dev: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _known_tasks(self) -> GlueSpec:
+        unknown = [task for task in self.tasks if task not in glue_files.GLUE_TASKS]
+        if unknown:
+            raise ValueError(f"unknown GLUE tasks {unknown}; known: {', '.join(glue_files.GLUE_TASKS)}")
+        if self.generated and self.tasks != ["synthetic"]:
+            raise ValueError(
+                f"generated GLUE data is the one task 'synthetic', but got (tasks={self.tasks}); "
+                "set tasks: [synthetic], or generated: false and a root"
+            )
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"tasks must be unique, but got {self.tasks}")
+        if self.hub is not None and (self.generated or self.root is not None):
+            raise ValueError("glue: hub reads the tasks from the Hub; leave out root and generated with it")
+        return self
+
+
+class MLMCorpusData(LanguageDataSpec):
+    """``data: {name: mlm_corpus, seq_len: L, corpus: {…}, glue: {…}}``: masked-LM pretraining text under
+    ``data.root`` (or ``$MLM_CORPUS_ROOT``), or generated, then the GLUE tasks (Crammed BERT). ``corpus`` /
+    ``glue`` None: :class:`CorpusSpec`'s / :class:`GlueSpec`'s defaults."""
+
+    modality: ClassVar[Modality] = "masked_lm"
+    name: Literal["mlm_corpus"] = "mlm_corpus"
+    root_env: ClassVar[str] = MLM_CORPUS_ROOT_ENV
+    corpus: CorpusSpec | None = Field(default=None, description="pretraining text; None means CorpusSpec()'s")
+    glue: GlueSpec | None = Field(default=None, description="fine-tuning tasks; None means GlueSpec()'s")
+
+    @property
+    def corpus_options(self) -> CorpusSpec:
+        return self.corpus or CorpusSpec()
+
+    @property
+    def glue_options(self) -> GlueSpec:
+        return self.glue or GlueSpec()
+
+    def corpus_hub(self) -> HubSplits:
+        return HubSplits(self.corpus_options.hub.repo, self.corpus_options.hub, "mlm_corpus", (("val", "validation"),))
+
+    def data_identity(self) -> str:
+        """The corpus's and the GLUE tasks' identities (each: hub, folder or generated)."""
+        corpus, glue = self.corpus_options, self.glue_options
+        if corpus.source == "hub":
+            text = self.corpus_hub().identity()
+        elif corpus.source == "generated":
+            text = "generated:mlm_corpus"
+        else:
+            text = super().data_identity()
+        if glue.hub is not None:
+            tasks = glue_hub(glue).identity()
+        elif glue.generated:
+            tasks = "generated:glue"
+        else:
+            root = glue_files.glue_root(glue.root).resolve()
+            tasks = f"folder:{root}#{folder_hash(str(root))}"
+        return f"corpus {text}; glue {tasks}"
+
+    def fetch(self) -> list[str]:
+        lines = []
+        if self.corpus_options.source == "hub":
+            lines += [fetch_line(self.corpus_hub(), split) for split in ("train", "val")]
+        if self.glue_options.hub is not None:
+            hub = glue_hub(self.glue_options)
+            for task in self.glue_options.tasks:
+                config, dev, _ = glue_files.HUB_TASKS[task]
+                lines += [fetch_line(hub, split, config) for split in ("train", dev)]
+        return lines or super().fetch()
+
+    def vocab_size(self) -> int:
+        """The vocabulary size to plan a model with, without reading the corpus: the given tokenizer.json's
+        (largest id + 1; a :class:`DataNotFoundError` when ``corpus.tokenizer`` names a file that is not
+        there), else ``corpus.vocab_size`` (default 32,768), the size asked of the WordPiece trained here (its
+        real size, known after training, can be smaller; a larger one is an error at load)."""
+        corpus = self.corpus_options
+        root = self.optional_root() if corpus.source == "folder" else None
+        path = corpus_text.given_tokenizer(corpus.tokenizer, root)
+        if path is None:
+            return corpus.vocab_size or CRAMMING_VOCAB_SIZE
+        if not path.is_file():
+            raise DataNotFoundError(
+                f"mlm_corpus: the tokenizer file {path} (data.corpus.tokenizer; a relative path is read from "
+                f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist, so the vocabulary size cannot be known; "
+                "leave it out to train a WordPiece here"
+            )
+        return read_mlm_tokenizer(path).vocab_size
+
+    def require_local(self) -> Path | None:
+        """The corpus root once the corpus, the given tokenizer file and the GLUE files are all there (None for
+        a generated corpus); otherwise a :class:`DataNotFoundError` saying what is missing. Reads no data."""
+        root, _ = locate_corpus(self)
+        root = root if isinstance(root, Path) else None  # the Hub's corpus is read through the datasets cache
+        given = corpus_text.given_tokenizer(self.corpus_options.tokenizer, root)
+        if given is not None and not given.is_file():
+            raise DataNotFoundError(
+                f"mlm_corpus: the tokenizer file {given} (data.corpus.tokenizer; a relative path is read from "
+                f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here. "
+                "Nothing is downloaded."
+            )
+        _require_glue(self.glue_options)
+        return root
+
+    def load_arrays(self) -> MLMSplits:
+        return load_mlm_arrays(self)
+
+    def open_batches(self, device: torch.device, arrays: MLMSplits | None = None) -> BatchSource:
+        return MLMBatches(arrays if arrays is not None else self.load_arrays(), self, device)

@@ -55,7 +55,7 @@ from typing import Literal
 
 import numpy as np
 
-from workers.listops import _atomic_file
+from workers.data.cache import atomic_file
 from workers.vocabulary import did_you_mean
 
 __all__ = [
@@ -525,8 +525,53 @@ def write_generated_glue(root: str | os.PathLike, train_rows: int, dev_rows: int
     folder = Path(root) / GLUE_TASKS["synthetic"].directory
     folder.mkdir(parents=True, exist_ok=True)
     for name, rows, stream in (("train.tsv", train_rows, TRAIN_STREAM), ("dev.tsv", dev_rows, DEV_STREAM)):
-        with _atomic_file(folder / name, "w", newline="", encoding="utf-8") as handle:
+        with atomic_file(folder / name, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_NONE, lineterminator="\n")
             writer.writerow(SYNTHETIC_HEADER)
             writer.writerows(synthetic_rows(rows, seed, stream))
     return folder
+
+
+# --- from the Hub ------------------------------------------------------------------------------------------
+
+HUB_REPO = "nyu-mll/glue"  # data.glue.hub.repo when left out
+# task: (the repository's config, its dev split, its text columns); train splits are all "train"
+HUB_TASKS = {
+    "cola": ("cola", "validation", ("sentence", None)),
+    "sst2": ("sst2", "validation", ("sentence", None)),
+    "mrpc": ("mrpc", "validation", ("sentence1", "sentence2")),
+    "qqp": ("qqp", "validation", ("question1", "question2")),
+    "stsb": ("stsb", "validation", ("sentence1", "sentence2")),
+    "mnli": ("mnli", "validation_matched", ("premise", "hypothesis")),
+    "mnli_mm": ("mnli", "validation_mismatched", ("premise", "hypothesis")),
+    "qnli": ("qnli", "validation", ("question", "sentence")),
+    "rte": ("rte", "validation", ("sentence1", "sentence2")),
+    "wnli": ("wnli", "validation", ("sentence1", "sentence2")),
+}
+
+
+def hub_label_map(task: GlueTask, names: list[str] | None) -> np.ndarray | None:
+    """For each of the repository's class ids, this task's class index: by name where the task's labels are
+    names (MNLI's order differs: the Hub's entailment, neutral, contradiction against HF's processors'
+    contradiction, entailment, neutral), else the id itself (the 0/1 tasks). None for STS-B's scores."""
+    if task.labels is None:
+        return None
+    if names and set(task.labels) <= set(names):
+        return np.array([task.labels.index(name) for name in names], dtype=np.int64)
+    return np.arange(len(task.labels), dtype=np.int64)
+
+
+def read_hub_split(hub, task_name: str, split: Split) -> GlueExamples:
+    """One split of one task from the Hub's GLUE (``hub``: a ``workers.data.hub.HubSplits``), as
+    :func:`read_glue_split` gives it from files: the same texts, and labels in this module's class order."""
+    task = get_task(task_name)
+    if task_name not in HUB_TASKS:
+        raise ValueError(f"GLUE task {task_name!r} is not in the Hub's GLUE; known: {', '.join(HUB_TASKS)}")
+    config, dev_split, (column_a, column_b) = HUB_TASKS[task_name]
+    rows = hub.load("train" if split == "train" else dev_split, config)
+    feature = rows.features.get("label")
+    mapping = hub_label_map(task, getattr(feature, "names", None))
+    raw = np.asarray(rows["label"])
+    labels = raw.astype(np.float32) if mapping is None else mapping[raw.astype(np.int64)]
+    text_b = list(rows[column_b]) if column_b else None
+    return GlueExamples(task_name, list(rows[column_a]), text_b, labels)

@@ -1,0 +1,160 @@
+"""Data sets from the Hugging Face Hub, through ``datasets`` and its cache: ``data.source: hub``.
+
+A :class:`HubSource` names a dataset repository (``repo``; a local folder in the Hub's layout works the same:
+Parquet shards and a README whose ``configs:`` say which files are which split), its ``config``, a pinned
+``revision`` (a commit sha or tag: a branch moves under you) and, where this tool's split names differ
+from the repo's, ``splits`` (``{"val": "validation"}``). ``datasets.load_dataset`` reads it, so its cache
+(``HF_HOME`` / ``HF_DATASETS_CACHE``), its token (``HF_TOKEN``, ``huggingface-cli login``) and its offline
+switches (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``) hold as they do for any ``datasets`` user.
+
+Trials never download by surprise: ``sweep data fetch SPACE`` downloads (or finds in the cache) what a
+space needs, and a trial on a machine that is offline and lacks it fails in one line naming that command.
+Each trial row records the data's identity: ``hub:<repo>[/<config>]@<revision>``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from workers.config import StrictModel
+from workers.data.base import DataNotFoundError
+from workers.data.cache import hash_key
+from workers.data.text import files_identity
+
+GATED = ("GatedRepoError",)
+MISSING = ("RepositoryNotFoundError", "RevisionNotFoundError", "DatasetNotFoundError", "DataFilesNotFoundError")
+OFFLINE = ("OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectionError", "ConnectError")
+
+
+class HubSource(StrictModel):
+    """Where on the Hub (or in a folder in its layout) a data set's splits are."""
+
+    repo: str | None = Field(default=None, description="dataset repository id, or a local folder; None: the data set's")
+    config: str | None = Field(default=None, description="the repository's config (subset); None: its default")
+    revision: str = Field(min_length=1, description="a commit sha or tag, pinned so every trial reads the same data")
+    splits: dict[str, str] = Field(default_factory=dict, description="this tool's split name → the repository's")
+
+
+def is_offline() -> bool:
+    """``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set to a true value."""
+    return any(
+        os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
+
+
+def identity(repo: str, source: HubSource, config: str | None = None) -> str:
+    """``hub:<repo>[/<config>]@<revision>`` (a local folder in the Hub's layout: its absolute path)."""
+    where = str(Path(repo).resolve()) if Path(repo).is_dir() else repo
+    config = config or source.config
+    return f"hub:{where}{'/' + config if config else ''}@{source.revision}"
+
+
+def load_split(repo: str, source: HubSource, split: str, what: str, config: str | None = None):
+    """One split of the repository as a ``datasets.Dataset`` (from the cache when it is there); a failure to
+    find it is a one-line :class:`DataNotFoundError` saying why and what to run."""
+    import datasets
+
+    name = source.splits.get(split, split)
+    try:
+        return datasets.load_dataset(
+            repo, config or source.config, revision=source.revision, split=name, cache_dir=local_cache_dir(repo)
+        )
+    except Exception as exc:
+        raise hub_error(exc, repo, source, name, what) from exc
+
+
+def local_cache_dir(repo: str) -> str | None:
+    """For a folder in the Hub's layout, a cache folder of its own contents: ``datasets`` keys a local folder's
+    cache by its name, so two folders of one name (or one folder rewritten) would share a stale cache. None
+    (the datasets cache) for a Hub id, whose cache is keyed by its revision."""
+    if not Path(repo).is_dir():
+        return None
+    import datasets
+
+    files = sorted(path for path in Path(repo).rglob("*") if path.is_file() and ".cache" not in path.parts)
+    key = hash_key({"files": files_identity(files)})
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "local-folders" / key)
+
+
+def hub_error(exc: Exception, repo: str, source: HubSource, split: str, what: str) -> Exception:
+    """The one-line error for a Hub failure, or ``exc`` itself when it is not about finding the data."""
+    kinds = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    where = f"{repo}@{source.revision} (split {split!r})"
+    if kinds & set(GATED):
+        return DataNotFoundError(
+            f"{what}: {where} is gated and access was refused: accept its terms on huggingface.co, then "
+            "`huggingface-cli login` or set HF_TOKEN"
+        )
+    if kinds & set(OFFLINE) or (is_offline() and kinds & set(MISSING)):
+        return DataNotFoundError(
+            f"{what}: {where} is not in the datasets cache and the Hub is offline (HF_HUB_OFFLINE / "
+            "HF_DATASETS_OFFLINE, or no network): run `sweep data fetch SPACE` where the Hub is reachable, "
+            "with the same HF_HOME"
+        )
+    if kinds & set(MISSING):
+        return DataNotFoundError(f"{what}: {where} was not found on the Hub ({exc}); check data.hub.repo and revision")
+    return exc
+
+
+@dataclass(frozen=True)
+class HubSplits:
+    """A data set's repository on the Hub: ``repo`` (``source.repo``, else the data set's default), the
+    source's settings, and the data set's own split names for the repo's (``source.splits`` wins)."""
+
+    repo: str
+    source: HubSource
+    what: str
+    default_splits: tuple[tuple[str, str], ...] = ()
+
+    def split_name(self, split: str) -> str:
+        return {**dict(self.default_splits), **self.source.splits}.get(split, split)
+
+    def load(self, split: str, config: str | None = None):
+        """One split as a ``datasets.Dataset``, through the cache (:func:`load_split`)."""
+        renamed = self.source.model_copy(update={"splits": {split: self.split_name(split)}})
+        return load_split(self.repo, renamed, split, self.what, config)
+
+    def identity(self, config: str | None = None) -> str:
+        return identity(self.repo, self.source, config)
+
+
+def iter_text(dataset, column: str, what: str) -> Iterator[str]:
+    """Each row's ``column``, stripped, empty ones skipped, read in batches."""
+    if column not in dataset.column_names:
+        raise ValueError(f"{what}: the Hub split has no {column!r} column (columns: {', '.join(dataset.column_names)})")
+    for batch in dataset.select_columns([column]).iter(batch_size=1024):
+        for text in batch[column]:
+            document = (text or "").strip()
+            if document:
+                yield document
+
+
+def fetched(dataset) -> tuple[int, int, str]:
+    """(rows, bytes in the cache, the cache folder) of a loaded split."""
+    files = [Path(entry["filename"]) for entry in dataset.cache_files]
+    size = sum(path.stat().st_size for path in files if path.is_file())
+    return len(dataset), size, str(files[0].parent) if files else "(in memory)"
+
+
+def check_hub_fields(source: str, hub: HubSource | None, what: str) -> None:
+    """``source: hub`` needs ``hub`` (at least its pinned revision); ``hub`` goes with ``source: hub`` only."""
+    if source == "hub" and hub is None:
+        raise ValueError(
+            f"{what}: source: hub needs data.hub with a pinned revision (a commit sha or tag), e.g. "
+            "hub: {revision: <sha>}"
+        )
+    if source != "hub" and hub is not None:
+        raise ValueError(f"{what}: data.hub is read with source: hub only, but got (source={source!r})")
+
+
+def fetch_line(splits: HubSplits, split: str, config: str | None = None) -> str:
+    """Load one split into the cache and say what it holds: rows, bytes and the folder."""
+    rows, size, folder = fetched(splits.load(split, config))
+    name = f"{splits.what} {config + ' ' if config else ''}{split}"
+    return f"{name}: {rows:,} rows, {size:,} bytes in {folder} ({splits.identity(config)})"

@@ -278,3 +278,33 @@ def test_a_gated_repository_names_the_token_and_the_login(monkeypatch):
 def test_hub_settings_are_checked(data, message):
     with pytest.raises(ValueError, match=message):
         data_spec(**data)
+
+
+def imagenet_repo(root):
+    """An ImageNet-like repository: an ``image`` column of 40×48 RGB images, a ``label`` ClassLabel."""
+    rng = np.random.default_rng(1)
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=["cat", "dog", "owl"])})
+    splits = {}
+    for split, count in (("train", 9), ("validation", 6)):
+        images = [Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)) for _ in range(count)]
+        splits[split] = datasets.Dataset.from_dict(
+            {"image": images, "label": [i % 3 for i in range(count)]}, features=features
+        )
+    return write_hub_repo(root, {"default": splits})
+
+
+def test_class_images_from_the_hub_batch_as_class_folders_do(tmp_path):
+    import torch
+
+    from workers.data.imagefolder import FolderBatches
+
+    repo = imagenet_repo(tmp_path / "imagenet")
+    spec = data_spec(
+        name="imagefolder", source="hub", hub={"repo": str(repo), "revision": REVISION}, img_size=32, num_workers=0
+    )
+    batches = FolderBatches(spec, torch.device("cpu"))
+    assert batches.meta.num_classes == 3 and batches.meta.train_size == 9 and batches.meta.val_size == 6
+    images, labels = next(batches.train_batches(3, torch.Generator().manual_seed(0)))
+    assert images.shape == (3, 3, 32, 32) and set(labels.tolist()) <= {0, 1, 2}
+    assert [labels.tolist() for _, labels in batches.val_batches(4)] == [[0, 1, 2, 0], [1, 2]]
+    assert spec.data_identity() == f"hub:{repo.resolve()}@{REVISION}" and spec.require_local() is None

@@ -1,5 +1,6 @@
-"""ImageNet-style class folders on local disk: ``root/train/<class>/*`` and ``root/val/<class>/*`` under
-``data.root`` (or ``$IMAGENET_ROOT``), read by each trial through a DataLoader. Nothing is downloaded."""
+"""ImageNet-style class folders on local disk, ``root/train/<class>/*`` and ``root/val/<class>/*`` under
+``data.root`` (or ``$IMAGENET_ROOT``), or an image repository on the Hugging Face Hub (``source: hub``; by
+default ImageNet-1k, gated), read by each trial through a DataLoader. Nothing is downloaded by a trial."""
 
 from __future__ import annotations
 
@@ -8,12 +9,31 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from workers.data.base import BatchSource, DataMeta, DataNotFoundError, ImageDataSpec
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
 from workers.data.loading import EpochSeededSampler, SeededSamples, ShareBatchSampler, loader_settings
 
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
+HUB_REPO = "ILSVRC/imagenet-1k"  # source: hub, when data.hub.repo is left out (gated: accept its terms first)
+
+
+class HubImages(torch.utils.data.Dataset):
+    """A Hub split of images as ``ImageFolder`` gives class folders: ``(transform(RGB image), class index)``
+    per row of its ``image`` and ``label`` columns; ``classes`` are the label feature's names."""
+
+    def __init__(self, rows, transform, image_column: str = "image", label_column: str = "label"):
+        self.rows, self.transform = rows, transform
+        self.image_column, self.label_column = image_column, label_column
+        self.classes = list(getattr(rows.features[label_column], "names", None) or sorted(set(rows[label_column])))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int):
+        row = self.rows[int(index)]
+        return self.transform(row[self.image_column].convert("RGB")), int(row[self.label_column])
 
 
 class ImageFolderData(ImageDataSpec):
@@ -27,11 +47,42 @@ class ImageFolderData(ImageDataSpec):
     num_classes: int | None = Field(
         default=None, ge=2, description="classes expected (ImageNet: 1000), for planning without the data"
     )
+    source: Literal["folder", "hub"] = Field(default="folder", description="class folders, or the Hub (data.hub)")
+    hub: HubSource | None = Field(default=None, description=f"source: hub: repo (default {HUB_REPO}), revision")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> ImageFolderData:
+        check_hub_fields(self.source, self.hub, "imagefolder")
+        return self
+
+    def hub_splits(self) -> HubSplits:
+        return HubSplits(self.hub.repo or HUB_REPO, self.hub, "imagefolder", (("val", "validation"),))
+
+    def data_identity(self) -> str:
+        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
+
+    def fetch(self) -> list[str]:
+        if self.source != "hub":
+            return super().fetch()
+        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
+
+    def image_sets(self, train_transform, eval_transform) -> tuple:
+        """(training, held-out) datasets of (image tensor, class index): ``ImageFolder`` over ``train/`` and
+        ``val/``, or :class:`HubImages` over the Hub's splits."""
+        if self.source == "hub":
+            splits = self.hub_splits()
+            return HubImages(splits.load("train"), train_transform), HubImages(splits.load("val"), eval_transform)
+        from torchvision.datasets import ImageFolder
+
+        root = self.require_local()
+        return ImageFolder(str(root / "train"), train_transform), ImageFolder(str(root / "val"), eval_transform)
 
     def classes(self) -> int:
         return self.num_classes or self.native[2]
 
-    def require_local(self) -> Path:
+    def require_local(self) -> Path | None:
+        if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load
+            return None
         root = self.resolve_root()
         for split in ("train", "val"):
             if not (root / split).is_dir():
@@ -67,18 +118,17 @@ class FolderBatches:
 
     def __init__(self, spec: ImageFolderData, device: torch.device, cpus: int | None = None):
         from timm.data import create_transform
-        from torchvision.datasets import ImageFolder
 
-        root = spec.require_local()
         self.img_size = spec.img_size or 224
         self.device = device
         self.spec = spec
         self.settings = loader_settings(spec.num_workers, cpus or torch.get_num_threads(), device.type)
-        self.train_set = ImageFolder(str(root / "train"), create_transform(self.img_size, is_training=True))
-        self.val_set = ImageFolder(str(root / "val"), create_transform(self.img_size, is_training=False))
+        self.train_set, self.val_set = spec.image_sets(
+            create_transform(self.img_size, is_training=True), create_transform(self.img_size, is_training=False)
+        )
         if self.train_set.classes != self.val_set.classes:
             raise DataNotFoundError(
-                f"imagefolder: train/ and val/ under {root} hold different class folders "
+                f"imagefolder: the training and held-out splits of {spec.data_identity()} hold different classes "
                 f"({len(self.train_set.classes)} vs {len(self.val_set.classes)}); they must match"
             )
         if spec.limit_train:

@@ -14,11 +14,10 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, model_validator
 
 from workers.data.base import BatchSource, DataNotFoundError, ImageDataSpec
 from workers.data.batches import TensorBatches
-from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
+from workers.data.hub import HubSourced
 from workers.data.splits import ArraySplits
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
@@ -83,7 +82,7 @@ def read_batches(paths: list[Path], label_key: bytes) -> tuple[np.ndarray, np.nd
     return np.concatenate(images), np.concatenate(labels)
 
 
-class CifarData(ImageDataSpec):
+class CifarData(HubSourced, ImageDataSpec):
     """``data: {name: cifar10}`` or ``{name: cifar100}``: 32×32 RGB images; training batches get a random crop
     (4 px zero padding) and a horizontal flip."""
 
@@ -91,24 +90,10 @@ class CifarData(ImageDataSpec):
     root_env: ClassVar[str] = CIFAR_ROOT_ENV
     native: ClassVar[tuple[int, int, int]] = (32, 3, 10)
 
-    source: Literal["folder", "hub"] = Field(default="folder", description="a local folder, or the Hub (data.hub)")
-    hub: HubSource | None = Field(default=None, description="source: hub: repo (default uoft-cs/cifar10 or 100)")
+    hub_split_names: ClassVar[tuple[tuple[str, str], ...]] = (("val", "test"),)
 
-    @model_validator(mode="after")
-    def _hub_given(self) -> CifarData:
-        check_hub_fields(self.source, self.hub, self.name)
-        return self
-
-    def hub_splits(self) -> HubSplits:
-        return HubSplits(self.hub.repo or HUB[self.name][0], self.hub, self.name, (("val", "test"),))
-
-    def data_identity(self) -> str:
-        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
-
-    def fetch(self) -> list[str]:
-        if self.source != "hub":
-            return super().fetch()
-        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
+    def default_hub_repo(self) -> str:
+        return HUB[self.name][0]
 
     def hub_arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """Images (N, 3, 32, 32) uint8 and labels of one split from the Hub (its image and label columns)."""

@@ -18,8 +18,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data.base import DataNotFoundError
@@ -158,3 +159,34 @@ def fetch_line(splits: HubSplits, split: str, config: str | None = None) -> str:
     rows, size, folder = fetched(splits.load(split, config))
     name = f"{splits.what} {config + ' ' if config else ''}{split}"
     return f"{name}: {rows:,} rows, {size:,} bytes in {folder} ({splits.identity(config)})"
+
+
+class HubSourced(StrictModel):
+    """The fields and methods of a data set that can be read from the Hub as well as from a folder: mix it in
+    before the data set's base (``class CifarData(HubSourced, ImageDataSpec)``). ``hub_repo`` is the default
+    repository and ``hub_split_names`` maps this tool's split names to the repository's."""
+
+    hub_repo: ClassVar[str | None] = None
+    hub_split_names: ClassVar[tuple[tuple[str, str], ...]] = (("val", "validation"),)
+
+    source: Literal["folder", "hub"] = Field(default="folder", description="a local folder, or the Hub (data.hub)")
+    hub: HubSource | None = Field(default=None, description="source: hub: repo, config, pinned revision, splits")
+
+    @model_validator(mode="after")
+    def _hub_given(self) -> HubSourced:
+        check_hub_fields(self.source, self.hub, self.name)
+        return self
+
+    def default_hub_repo(self) -> str | None:
+        return self.hub_repo
+
+    def hub_splits(self) -> HubSplits:
+        return HubSplits(self.hub.repo or self.default_hub_repo(), self.hub, self.name, self.hub_split_names)
+
+    def data_identity(self) -> str:
+        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
+
+    def fetch(self) -> list[str]:
+        if self.source != "hub":
+            return super().fetch()
+        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]

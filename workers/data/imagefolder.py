@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from workers.data.base import BatchSource, DataMeta, DataNotFoundError, ImageDataSpec
-from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
+from workers.data.hub import HubSourced
 from workers.data.loading import EpochSeededSampler, SeededSamples, ShareBatchSampler, loader_settings
 
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
@@ -36,7 +36,7 @@ class HubImages(torch.utils.data.Dataset):
         return self.transform(row[self.image_column].convert("RGB")), int(row[self.label_column])
 
 
-class ImageFolderData(ImageDataSpec):
+class ImageFolderData(HubSourced, ImageDataSpec):
     """``data: {name: imagefolder}``: train/ and val/ must hold the same class folders. ``num_classes`` is the
     count expected (ImageNet: 1000), so a plan can size the model without reading the folders."""
 
@@ -47,24 +47,7 @@ class ImageFolderData(ImageDataSpec):
     num_classes: int | None = Field(
         default=None, ge=2, description="classes expected (ImageNet: 1000), for planning without the data"
     )
-    source: Literal["folder", "hub"] = Field(default="folder", description="class folders, or the Hub (data.hub)")
-    hub: HubSource | None = Field(default=None, description=f"source: hub: repo (default {HUB_REPO}), revision")
-
-    @model_validator(mode="after")
-    def _hub_given(self) -> ImageFolderData:
-        check_hub_fields(self.source, self.hub, "imagefolder")
-        return self
-
-    def hub_splits(self) -> HubSplits:
-        return HubSplits(self.hub.repo or HUB_REPO, self.hub, "imagefolder", (("val", "validation"),))
-
-    def data_identity(self) -> str:
-        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
-
-    def fetch(self) -> list[str]:
-        if self.source != "hub":
-            return super().fetch()
-        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
+    hub_repo: ClassVar[str] = HUB_REPO
 
     def image_sets(self, train_transform, eval_transform) -> tuple:
         """(training, held-out) datasets of (image tensor, class index): ``ImageFolder`` over ``train/`` and

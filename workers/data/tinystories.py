@@ -61,7 +61,7 @@ from workers.config import StrictModel
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, keep_first_rows
 from workers.data.batches import LMBatches
 from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
-from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line, iter_text
+from workers.data.hub import HubSourced, HubSplits, iter_text
 from workers.data.splits import LMSplits, smallest_uint
 from workers.data.text import (
     ENCODE_BATCH,
@@ -351,31 +351,14 @@ class TextSpec(StrictModel):
         return self
 
 
-class TinyStoriesData(LanguageDataSpec):
+class TinyStoriesData(HubSourced, LanguageDataSpec):
     """``data: {name: tinystories, seq_len: L, text: {…}}`` (``text`` None: :class:`TextSpec`'s defaults),
     under ``data.root`` or ``$TINYSTORIES_ROOT``. ``limit_train`` / ``limit_val`` keep the first windows."""
 
     name: Literal["tinystories"] = "tinystories"
     root_env: ClassVar[str] = TINYSTORIES_ROOT_ENV
-    source: Literal["folder", "hub"] = Field(default="folder", description="a local folder, or the Hub (data.hub)")
-    hub: HubSource | None = Field(default=None, description=f"source: hub: repo (default {HUB_REPO}), revision")
+    hub_repo: ClassVar[str] = HUB_REPO
     text: TextSpec | None = Field(default=None, description="tokenizer and caps; None means TextSpec()'s")
-
-    @model_validator(mode="after")
-    def _hub_given(self) -> TinyStoriesData:
-        check_hub_fields(self.source, self.hub, "tinystories")
-        return self
-
-    def hub_splits(self) -> HubSplits:
-        return HubSplits(self.hub.repo or HUB_REPO, self.hub, "tinystories", (("val", "validation"),))
-
-    def data_identity(self) -> str:
-        return self.hub_splits().identity() if self.source == "hub" else super().data_identity()
-
-    def fetch(self) -> list[str]:
-        if self.source != "hub":
-            return super().fetch()
-        return [fetch_line(self.hub_splits(), split) for split in ("train", "val")]
 
     @property
     def text_options(self) -> TextSpec:

@@ -373,7 +373,7 @@ def cmd_report(args) -> int:
         pass  # a space known only from imported rows has no file: the report still renders
     out = args.out or Path("reports") / args.space
     index = write_report(args.space, args.results, out, question, tolerance=parse_tolerance(args.tolerance))
-    print(f"report written: {index} (open it, or the PNGs beside it)")
+    print(f"report written: {index} and {index.with_name('index.html')} (interactive, works offline)")
     return 0
 
 

@@ -1,8 +1,12 @@
-"""``sweep report SPACE``: a self-contained folder (Markdown + PNG) that answers where the head-for-depth
-trade holds and where it breaks, from the analysis views in ``sweep/views.sql``, on the space's headline
-metric (top-1, accuracy, validation loss …) in its own units and direction.
+"""``sweep report SPACE``: a self-contained folder (Markdown + PNG, and an interactive HTML page) that
+answers where the head-for-depth trade holds and where it breaks, from the analysis views in
+``sweep/views.sql``, on the space's headline metric (top-1, accuracy, validation loss …) in its own units and
+direction.
 
     reports/<space>/index.md                 the answer in words, then the tables
+    reports/<space>/index.html               the same answer and interactive figures (Δ heatmap, Pareto front
+                                             against params / FLOPs / latency, κ over training), offline
+                                             (sweep/report_html.py)
     reports/<space>/pareto.png               the headline score against parameters, Pareto front and baseline
     reports/<space>/delta_heatmap.png        depth × heads, Δscore against the baseline (blue = better), breaks
                                              outlined
@@ -30,6 +34,7 @@ from sweep.metrics import (
     format_score,
     tolerance_unit,
 )
+from sweep.report_html import write_html
 from sweep.sql import connect, format_value
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946"}
@@ -477,8 +482,8 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
 def write_report(
     space: str, results_dir: Path, out_dir: Path, question: str | None = None, tolerance: float | None = None
 ) -> Path:
-    """Write the report folder for ``space``; returns the path of index.md. ``tolerance``: judge every
-    verdict at this tolerance (the metric's units) instead of the space's own."""
+    """Write the report folder for ``space`` (index.md, index.html and the PNGs); returns the path of index.md.
+    ``tolerance``: judge every verdict at this tolerance (the metric's units) instead of the space's own."""
     con = connect(results_dir, tolerance=tolerance)
     trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
     if trials == 0:
@@ -493,6 +498,8 @@ def write_report(
     extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
+    answer = answer_paragraph(headline, data.verdicts, space, data.profile)  # the same words as index.md's
+    write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
 
 

@@ -1,5 +1,6 @@
 """Search spaces: every shipped one validates and plans; malformed ones fail together, clearly, and run nothing."""
 
+import json
 import textwrap
 
 import pytest
@@ -8,6 +9,7 @@ from sweep.cli import main
 from sweep.errors import SpaceError, UnknownSpaceError
 from sweep.plan import make_plan
 from sweep.space_loader import load_space, shipped_spaces
+from tests.fixtures.pin_plan_ids import PINNED as PINNED_PATH
 
 SHIPPED = sorted(shipped_spaces())
 
@@ -17,11 +19,23 @@ def all_profiles(name):
     return [None, *space.profiles]
 
 
+PINNED = json.loads(PINNED_PATH.read_text())
+
+
+def test_the_pinned_ids_cover_exactly_the_shipped_spaces_and_profiles():
+    """A space or profile added or removed needs the pins written again, on purpose (tests/fixtures/)."""
+    assert set(PINNED) == {f"{name}/{profile or '-'}" for name in SHIPPED for profile in all_profiles(name)}
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_space_and_profile_validates_and_plans(name):
+    """Each profile plans, and keeps the config ids, parameter counts and FLOPs pinned in
+    tests/fixtures/plan_ids.json (sweep/identity.py states the id rule; tests/test_identity.py tests it)."""
     for profile in all_profiles(name):
         space_name, space, chosen = load_space(name, profile)
         plan = make_plan(space_name, space, chosen)
+        planned = [[c.config_id, c.params, c.flops_per_sample] for c in plan.configs]
+        assert planned == PINNED[f"{name}/{profile or '-'}"], f"ids, params or FLOPs of {name}/{profile} moved"
         assert plan.configs and plan.baseline.is_baseline and plan.baseline.shape.family == space.model.family
         baselines = [c.shape.family for c in plan.configs if c.is_baseline]
         assert sorted(baselines) == sorted(space.families())  # one per family

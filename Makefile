@@ -11,6 +11,10 @@ RESULTS ?= results
 Q ?= SELECT space, status, count(*) AS trials FROM trials GROUP BY ALL ORDER BY ALL
 # One tolerance for every verdict, in the metric's units (make sql/report TOLERANCE=0.3); empty: each space's own
 TOLERANCE ?=
+# Experiment trackers for sweep and rerun, besides the space's `log:` (make sweep LOG=mlflow,tensorboard)
+LOG ?=
+comma := ,
+LOG_ARGS = $(foreach tracker,$(subst $(comma), ,$(LOG)),--log $(tracker))
 
 .PHONY: install lock test lint format sweep plan spaces sql report rerun bench gpu-check trial clean
 
@@ -59,7 +63,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff format .
 
 sweep: $(INSTALLED)
-	$(BIN)/sweep run $(SPACE) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEEDS),--seeds $(SEEDS)) --results $(RESULTS)
+	$(BIN)/sweep run $(SPACE) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEEDS),--seeds $(SEEDS)) --results $(RESULTS) $(LOG_ARGS)
 
 plan: $(INSTALLED)
 	$(BIN)/sweep plan $(SPACE) $(if $(PROFILE),--profile $(PROFILE))
@@ -70,12 +74,12 @@ spaces: $(INSTALLED)
 sql: $(INSTALLED)
 	$(BIN)/sweep sql "$(Q)" --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))
 
-# Add the missing seeds: make rerun SPACE=… SEEDS=3 [SELECT=near-break] [RERUN_ARGS=--wait]
+# Add the missing seeds: make rerun SPACE=… SEEDS=3 [SELECT=near-break] [LOG=mlflow] [RERUN_ARGS=--wait]
 # or seeds only where verdicts are open: make rerun SPACE=… SELECT=inconclusive BUDGET=12
 SELECT ?= all
 RERUN_ARGS ?=
 rerun: $(INSTALLED)
-	$(BIN)/sweep rerun $(SPACE) $(if $(BUDGET),--budget $(BUDGET),--seeds $(or $(SEEDS),3)) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(RERUN_ARGS)
+	$(BIN)/sweep rerun $(SPACE) $(if $(BUDGET),--budget $(BUDGET),--seeds $(or $(SEEDS),3)) --select $(SELECT) $(if $(PROFILE),--profile $(PROFILE)) --results $(RESULTS) $(LOG_ARGS) $(RERUN_ARGS)
 
 report: $(INSTALLED)
 	$(BIN)/sweep report $(SPACE) --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))

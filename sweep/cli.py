@@ -1,6 +1,6 @@
 """The ``sweep`` command.
 
-    sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR]
+    sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR] [--log mlflow|tensorboard|wandb …]
     sweep plan SPACE [--profile P] [--format table|csv|json]
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
@@ -30,7 +30,7 @@ from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
-from sweep.space import GridSearch, Scheduler
+from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
 from workers.models import FAMILIES
@@ -75,6 +75,8 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
         space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
     if getattr(args, "data_workers", None) is not None:  # like the root, not part of a config's identity
         space = space.model_copy(update={"data": space.data.model_copy(update={"num_workers": args.data_workers})})
+    if getattr(args, "log", None):  # --log adds trackers to the space's `log:` (not part of a config's identity)
+        space = space.model_copy(update={"log": space.log.adding(args.log)})
     if check_data is not None:
         check_data(space, args.space)  # before planning: a missing data set fails in seconds
     return make_plan(name, space, profile, seeds or parse_seeds(getattr(args, "seeds", None)))
@@ -501,6 +503,12 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--log",
+        action="append",
+        choices=TRACKERS,
+        help="also log every trial to this experiment tracker (repeatable; adds to the space's log:)",
+    )
 
 
 def add_run_parsers(sub) -> None:

@@ -64,6 +64,13 @@ class DataLoadError(SweepError):
     exit_code = 2
 
 
+class TrackerUnavailableError(SweepError):
+    """``--log`` / ``log:`` asks for an experiment tracker whose package does not import here; the message
+    names the ``pip install`` that brings it. Raised before Ray starts, so no trial has run."""
+
+    exit_code = 2
+
+
 class ResultsError(SweepError):
     """The results folder cannot be read or written."""
 

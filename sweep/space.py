@@ -11,7 +11,7 @@ Loading reports every problem in the file at once (file, key path, rule, value, 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -274,6 +274,64 @@ class Published(Strict):
     mismatch: str | None = None
 
 
+Tracker = Literal["mlflow", "tensorboard", "wandb"]
+TRACKERS: tuple[str, ...] = get_args(Tracker)  # the experiment trackers a sweep can also log to (``--log``)
+
+
+class MLflowSettings(Strict):
+    """Where MLflow runs go. ``tracking_uri``: a database (``sqlite:///mlflow.db``) or a server
+    (``http://host:5000``); left out, ``$MLFLOW_TRACKING_URI``, else MLflow's own default (``mlflow.db`` in the
+    working folder). ``experiment_name``: left out, ``$MLFLOW_EXPERIMENT_NAME``, else the space's name."""
+
+    tracking_uri: str | None = Field(default=None, min_length=1)
+    experiment_name: str | None = Field(default=None, min_length=1)
+
+
+class WandbSettings(Strict):
+    """Weights & Biases. ``project``: left out, ``$WANDB_PROJECT``, else the space's name. ``mode``: ``offline``
+    (the default: runs are written beside Tune's trial state, nothing leaves the machine; ``wandb sync``
+    uploads them later) or ``online`` (needs ``wandb login`` or ``$WANDB_API_KEY``). ``entity``: the team or
+    user that owns the project (left out: your default)."""
+
+    project: str | None = Field(default=None, min_length=1)
+    entity: str | None = Field(default=None, min_length=1)
+    mode: Literal["offline", "online"] = "offline"
+
+
+class TensorBoardSettings(Strict):
+    """TensorBoard event files, a folder per trial (``<run>-<trial_id>``). ``dir``: a folder to write them
+    under (``<dir>/<space>-<sweep_id>/…``); left out, ``<results>/_tune/<space>-<sweep_id>/tensorboard/…``,
+    beside Tune's own trial state."""
+
+    dir: str | None = Field(default=None, min_length=1)
+
+
+class Log(Strict):
+    """Experiment trackers every trial is also logged to, through Ray Tune's own logger callbacks; the
+    Parquet results stay the record. ``trackers``: which (``--log`` adds more); the other keys are each
+    tracker's settings, used when it is on. ``log: [mlflow, tensorboard]`` is short for
+    ``log: {trackers: [mlflow, tensorboard]}``. Not part of a config's identity."""
+
+    trackers: list[Tracker] = []
+    mlflow: MLflowSettings = MLflowSettings()
+    wandb: WandbSettings = WandbSettings()
+    tensorboard: TensorBoardSettings = TensorBoardSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_is_trackers(cls, data: Any) -> Any:
+        return {"trackers": data} if isinstance(data, list) else data
+
+    @field_validator("trackers")
+    @classmethod
+    def _unique_trackers(cls, trackers: list[str]) -> list[str]:
+        return list(dict.fromkeys(trackers))
+
+    def adding(self, trackers: list[str] | None) -> Log:
+        """These settings with more trackers on (``--log``), each once, in order."""
+        return self.model_copy(update={"trackers": list(dict.fromkeys([*self.trackers, *(trackers or [])]))})
+
+
 class Profile(Strict):
     """A named budget: overrides merged over the space (nested keys merge; lists replace)."""
 
@@ -292,6 +350,7 @@ class Profile(Strict):
     resources: dict[str, Any] | None = None
     metric: dict[str, Any] | None = None
     published: list[Any] | None = None
+    log: list[Any] | dict[str, Any] | None = None
 
 
 class Space(Strict):
@@ -318,6 +377,7 @@ class Space(Strict):
     resources: Resources = Resources()
     metric: Metric = Metric()
     published: list[Published] = []
+    log: Log = Log()
     profiles: dict[str, Profile] = {}
     default_profile: str | None = None
 
@@ -356,6 +416,7 @@ SECTION_MODELS = {
     "resources": Resources,
     "search": OptunaSearchSpec,
     "metric": Metric,
+    "log": Log,
 }
 
 

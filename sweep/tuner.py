@@ -357,6 +357,16 @@ def build_tuner(
     )
 
 
+def tracker_callbacks(plan: Plan, sweep_id: str) -> list:
+    """The experiment trackers the space's ``log:`` (and ``--log``) asks for, as Tune callbacks
+    (``sweep/trackers.py``, imported only then: it imports MLflow and W&B)."""
+    if not plan.space.log.trackers:
+        return []
+    from sweep.trackers import tracker_callbacks as make
+
+    return make(plan.space.log, plan.space_name, sweep_id)
+
+
 def record_plan_space(plan: Plan, results_dir: Path, sweep_id: str) -> None:
     metric = plan.space.metric
     record_space(
@@ -405,6 +415,7 @@ def run_sweep(
     validation.check_data(plan.space, space_ref)
     results_dir = Path(results_dir).resolve()
     sweep_id = new_sweep_id(plan)
+    trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()
     arrays = load_driver_arrays(plan)  # once, on the driver, before Ray starts; trials read the object store
     where = init_ray()
@@ -416,7 +427,7 @@ def run_sweep(
     total = len(plan.trials()) if grid else plan.space.search.num_trials
     sink = ParquetSink(results_dir, sweep_id)
     record_plan_space(plan, results_dir, sweep_id)
-    callbacks = [sink, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
+    callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
     tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel)
     tuner.fit()
     statuses = count_statuses(sink.written)

@@ -1,6 +1,7 @@
 """The ``sweep`` command.
 
-    sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR] [--log mlflow|tensorboard|wandb …]
+    sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR|s3://bucket/prefix|gs://bucket/prefix]
+                   [--log mlflow|tensorboard|wandb …]
     sweep plan SPACE [--profile P] [--format table|csv|json]
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
@@ -33,6 +34,7 @@ from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, sel
 from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
+from sweep.storage import is_remote, parse_results
 from workers.models import FAMILIES
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
@@ -352,6 +354,12 @@ def cmd_sql(args) -> int:
 def cmd_import(args) -> int:
     from sweep.importer import import_file
 
+    if is_remote(args.results):
+        raise SweepError(
+            f"sweep import writes to a results folder, not to object storage ({args.results}); import into a "
+            f"folder, then copy its files under the prefix (e.g. `aws s3 sync DIR {args.results}`)"
+        )
+
     written = import_file(args.file, args.results)
     for space, count in written.items():
         print(f"imported {count} trial rows into space {space!r} under {args.results}/trials/{space}/")
@@ -494,7 +502,7 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by the commands that launch trials (run, rerun)."""
     parser.add_argument("space", nargs="?", default=DEFAULT_SPACE)
     parser.add_argument("--profile")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     parser.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     parser.add_argument(
         "--data-workers",
@@ -553,24 +561,24 @@ def add_plan_parsers(sub) -> None:
 def add_results_parsers(sub) -> None:
     sql = sub.add_parser("sql", help="read-only DuckDB SQL over the results (tables trials, epochs, kappa)")
     sql.add_argument("query")
-    sql.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
     sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")
     imp.add_argument("file", type=Path)
-    imp.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    imp.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     imp.set_defaults(func=cmd_import)
 
     doctor = sub.add_parser("doctor", help="check every results file; --fix sets damaged ones aside")
-    doctor.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
     doctor.set_defaults(func=cmd_doctor)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
     report.add_argument("space")
-    report.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
     report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     report.set_defaults(func=cmd_report)

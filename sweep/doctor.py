@@ -9,6 +9,10 @@ reported as a note: the analysis averages every such row but counts the seed onc
 Without ``--fix`` it only reports: one line per finding, then a summary; the exit status is 1 when a
 problem was found. With ``--fix`` it moves each file with a problem (and each temporary) to
 ``DIR/.quarantine/<time>/<its path under DIR>``, out of every table's glob, and says where.
+
+On object storage (``--results s3://bucket/prefix``) the same checks read each object through pyarrow, and
+``--fix`` moves objects (a copy, then a delete). There are no temporaries there: each file is stored in one
+request, so none is looked for.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pyarrow.parquet as pq
 from sweep.errors import DoctorError
 from sweep.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
 from sweep.sql import footer_problem
+from sweep.storage import ObjectStore, is_remote
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
@@ -68,11 +73,26 @@ def check_file(path: Path, table: str) -> tuple[list[Finding], pa.Table | None]:
     problem = footer_problem(path)
     if problem is not None:
         return [Finding(path, f"{path}: {problem}")], None
+    return check_contents(path, table)
+
+
+def check_contents(path, table: str, store: ObjectStore | None = None) -> tuple[list[Finding], pa.Table | None]:
+    """The findings for a file whose footer reads, and its contents when they pass. ``store``: ``path`` is an
+    object's path in that store's filesystem, named by its URI in the findings."""
+    shown = path if store is None else store.uri_of(path)
     try:
-        data = pq.read_table(path)
+        data = pq.read_table(path, filesystem=None if store is None else store.filesystem)
     except (pa.ArrowException, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        return [Finding(path, f"{path}: its data cannot be read ({first})")], None
+        return [Finding(path, f"{shown}: its data cannot be read ({first})")], None
+    problems, notes = content_problems(data, table, shown)
+    if problems:
+        return [Finding(path, f"{shown}: {'; '.join(problems)}")], None
+    return notes, data
+
+
+def content_problems(data: pa.Table, table: str, shown) -> tuple[list[str], list[Finding]]:
+    """What is wrong with a file's contents (key columns, column types, schema version), and notes."""
     schema, problems, notes = SCHEMAS[table], [], []
     names = data.column_names
     missing = [name for name in KEY_COLUMNS[table] if name not in names]
@@ -83,7 +103,7 @@ def check_file(path: Path, table: str) -> tuple[list[Finding], pa.Table | None]:
         wanted = wanted or VERSION_1_COLUMNS.get(table, {}).get(field.name)
         if wanted is None:
             notes.append(
-                Finding(None, f"{path}: column {field.name!r} is not a {table} column; it is read as is", False)
+                Finding(None, f"{shown}: column {field.name!r} is not a {table} column; it is read as is", False)
             )
         elif not same_kind(field.type, wanted):
             problems.append(f"column {field.name} is {field.type}, the {table} table's is {wanted}")
@@ -95,9 +115,7 @@ def check_file(path: Path, table: str) -> tuple[list[Finding], pa.Table | None]:
                 f"schema_version {', '.join(map(str, unknown))} is not one this version reads "
                 f"({', '.join(map(str, KNOWN_VERSIONS))})"
             )
-    if problems:
-        return [Finding(path, f"{path}: {'; '.join(problems)}")], None
-    return notes, data
+    return problems, notes
 
 
 def temporaries(results_dir: Path) -> list[Finding]:
@@ -146,6 +164,8 @@ def duplicate_notes(trials: list[pa.Table]) -> list[Finding]:
 
 def examine(results_dir: Path) -> tuple[int, list[Finding]]:
     """How many files were checked, and every finding."""
+    if is_remote(results_dir):
+        return examine_store(results_dir)
     if not results_dir.is_dir():
         raise DoctorError(f"no results folder at {results_dir}; give the one a sweep wrote with --results DIR")
     findings, trials, checked = [], [], 0
@@ -160,8 +180,42 @@ def examine(results_dir: Path) -> tuple[int, list[Finding]]:
     return checked, findings + duplicate_notes(trials)
 
 
+def examine_store(store: ObjectStore) -> tuple[int, list[Finding]]:
+    """:func:`examine` for an object-store prefix: the footers read at once, then each readable file whole."""
+    if not store.exists():
+        raise DoctorError(f"nothing under {store}; give the prefix a sweep wrote with --results")
+    findings, trials, checked = [], [], 0
+    for table in ALL_TABLES:
+        good, bad = store.readable(table)
+        checked += len(good) + len(bad)
+        findings += [Finding(path, f"{store.uri_of(path)}: {problem}") for path, problem in bad]
+        for path, _ in good:
+            file_findings, data = check_contents(path, table, store)
+            findings += file_findings
+            if data is not None and table == "trials":
+                trials.append(data.select([name for name in data.column_names if name in DUPLICATE_COLUMNS]))
+    return checked, findings + duplicate_notes(trials)
+
+
+def quarantine_store(store: ObjectStore, paths: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """:func:`quarantine` for an object-store prefix: each object copied to ``.quarantine/<time>/…``, then
+    deleted (``move``); returns (moved, failures) by URI."""
+    folder = f"{QUARANTINE}/{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    moved, failures = [], []
+    for path in paths:
+        target = store.path(folder, store.relative(path))
+        try:
+            store.move(path, target)
+            moved.append((store.uri_of(path), store.uri_of(target)))
+        except OSError as exc:
+            failures.append(f"cannot move {store.uri_of(path)} to {store.uri_of(target)}: {exc}")
+    return moved, failures
+
+
 def quarantine(results_dir: Path, paths: list[Path]) -> tuple[list[tuple[Path, Path]], list[str]]:
     """Move each file to ``results_dir/.quarantine/<time>/<its path under results_dir>``: (moved, failures)."""
+    if is_remote(results_dir):
+        return quarantine_store(results_dir, paths)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = results_dir / QUARANTINE / stamp
     suffix = 1
@@ -181,7 +235,7 @@ def quarantine(results_dir: Path, paths: list[Path]) -> tuple[list[tuple[Path, P
 
 
 def cmd_doctor(args) -> int:
-    results_dir = Path(args.results)
+    results_dir = args.results if is_remote(args.results) else Path(args.results)
     checked, findings = examine(results_dir)
     problems = [f for f in findings if f.problem]
     for finding in findings:

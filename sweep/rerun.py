@@ -19,6 +19,7 @@ from pathlib import Path
 from sweep.errors import SweepError, SweepLocked
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
+from sweep.storage import LEASE_S, LockHeld, hold_lock, is_remote, locate
 from workers.vocabulary import RECORDED_STATUSES
 
 SELECTIONS = ("all", "near-break", "pareto", "top-k")
@@ -116,8 +117,14 @@ def sweep_lock(results_dir: Path, space: str, wait: bool):
 
     A second one on the same space and results folder fails at once with who holds it (or, with
     ``wait``, blocks until it is free). The lock is the kernel's (``flock``), so it is released when
-    its holder exits, even if it was killed.
+    its holder exits, even if it was killed. On object storage it is a lease on a lock object instead
+    (:func:`sweep.storage.hold_lock`).
     """
+    results_dir = locate(results_dir)  # s3://… or gs://… text: the object store
+    if is_remote(results_dir):
+        with object_store_lock(results_dir, space, wait):
+            yield
+        return
     lock_dir = Path(results_dir) / ".locks"
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
@@ -142,3 +149,17 @@ def sweep_lock(results_dir: Path, space: str, wait: bool):
         yield
     finally:
         handle.close()
+
+
+@contextmanager
+def object_store_lock(store, space: str, wait: bool):
+    """:func:`sweep_lock` on an object-store prefix: the same refusal (exit 3) and ``--wait``."""
+    try:
+        with hold_lock(store, space, wait):
+            yield
+    except LockHeld as held:
+        raise SweepLocked(
+            f"another sweep of {space!r} is writing to {store} ({held.holder}); wait for it to finish, or pass "
+            "--wait to queue behind it (a lock its holder stopped renewing is taken over after "
+            f"{LEASE_S:.0f} s)"
+        ) from None

@@ -2,8 +2,9 @@
 
 Workers report; the driver writes. Each trial's rows are written once, when Tune says the trial ended
 (completed, stopped early, or errored), as one file per table, each written under a temporary name and
-renamed into place so a crash never leaves a torn file. Tune calls callbacks on the driver's event loop,
-so the work here is kept small: a few hundred rows at most per trial.
+renamed into place so a crash never leaves a torn file (on object storage, ``sweep/storage.py``, each file
+goes up in one request instead, which the store makes visible whole or not at all). Tune calls callbacks
+on the driver's event loop, so the work here is kept small: a few hundred rows at most per trial.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ray import tune
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
+from sweep.storage import is_remote
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
@@ -66,10 +68,6 @@ def parse_time(value):
     return datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
-def table_path(results_dir: Path, table: str, space: str, sweep_id: str, trial_id: str) -> Path:
-    return results_dir / table / space / sweep_id / f"{trial_id}.parquet"
-
-
 def write_atomic(table, path: Path) -> None:
     """Write ``table`` to ``path`` via a temporary file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,8 +80,17 @@ def write_atomic(table, path: Path) -> None:
             temporary.unlink()
 
 
+def store_table(results, table, *parts: str) -> None:
+    """Write one results file at ``parts`` under ``results``: a folder's via :func:`write_atomic`, an object
+    store's in one request."""
+    if is_remote(results):
+        results.put_parquet("/".join(parts), table)
+    else:
+        write_atomic(table, Path(results).joinpath(*parts))
+
+
 def record_space(
-    results_dir: Path,
+    results_dir,
     space: str,
     sweep_id: str,
     profile,
@@ -105,7 +112,7 @@ def record_space(
         "tolerance": tolerance,
         "written_at": datetime.now(UTC),
     }
-    write_atomic(table_from_rows("spaces", [row]), Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
+    store_table(results_dir, table_from_rows("spaces", [row]), "spaces", space, f"{sweep_id}.parquet")
 
 
 def warn_unknown_keys(record: dict) -> None:
@@ -180,8 +187,8 @@ class TrialRows:
 class ParquetSink(tune.Callback):
     """Tune Callback: collects each trial's reports and writes its rows once, when the trial ends."""
 
-    def __init__(self, results_dir: Path, sweep_id: str):
-        self.results_dir = Path(results_dir)
+    def __init__(self, results_dir, sweep_id: str):
+        self.results_dir = results_dir if is_remote(results_dir) else Path(results_dir)
         self.sweep_id = sweep_id
         self.sha = git_sha()
         self._records: dict[str, dict] = {}
@@ -232,8 +239,8 @@ class ParquetSink(tune.Callback):
         }
         try:
             for table in TABLES:
-                path = table_path(self.results_dir, table, payload["space"], self.sweep_id, trial.trial_id)
-                write_atomic(table_from_rows(table, tables[table]), path)
+                parts = (table, payload["space"], self.sweep_id, f"{trial.trial_id}.parquet")
+                store_table(self.results_dir, table_from_rows(table, tables[table]), *parts)
         except OSError as exc:
             raise ResultsError(
                 f"cannot write results under {self.results_dir}: {exc}. Rows already written are intact; "

@@ -10,6 +10,10 @@ A file that cannot be read as Parquet (cut short, overwritten with something els
 analysis: every file's footer is checked first (cheaply, once per file version in a process), the damaged
 ones are left out with a warning on stderr that names them, and the views read the rest. ``sweep doctor``
 checks more thoroughly and ``sweep doctor --fix`` sets damaged files aside.
+
+Results on object storage (``s3://…``, ``gs://…``; ``sweep/storage.py``) are listed and their footers checked
+through pyarrow, and each table is handed to DuckDB as a pyarrow dataset over the readable files (the columns
+of every file, as ``union_by_name`` gives them), which DuckDB scans through pyarrow's S3 or GCS client.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from sweep.errors import QueryError
 from sweep.schema import ALL_TABLES, SCHEMAS
+from sweep.storage import ObjectStore, is_remote, locate
 
 VIEWS_SQL = Path(__file__).resolve().parent / "views.sql"  # package data: shipped in the wheel
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
@@ -47,26 +53,19 @@ def table_glob(results_dir: Path, table: str) -> str:
 
 
 def connect(
-    results_dir: Path, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
+    results_dir: Path | ObjectStore, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with ``trials``, ``epochs``, ``kappa`` and ``spaces`` as views over the Parquet
     files (empty, correctly typed tables when a table has no file yet) and the analysis views.
 
+    ``results_dir``: a folder, or an object-store prefix (an ``ObjectStore``, or ``s3://…``/``gs://…`` text).
     ``tolerance``: one tolerance for every space's verdicts, in each metric's own units (``SET VARIABLE
     tolerance``, which ``vs_baseline`` reads); None keeps each space's own.
     """
     con = duckdb.connect(":memory:")
-    damaged: list[tuple[Path, str]] = []
-    for table in ALL_TABLES:
-        pattern, name = table_glob(results_dir, table), glob_view_name(table)
-        good, bad = readable_files(results_dir, table)
-        damaged += bad
-        if good:  # the table's glob, or the readable files by name when some are damaged
-            source = sql_text(pattern) if not bad else "[" + ", ".join(sql_text(str(p.resolve())) for p in good) + "]"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source}, union_by_name = true)")
-        else:
-            empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
+    results_dir = locate(results_dir)
+    attach = attach_object_store if is_remote(results_dir) else attach_folder
+    damaged = attach(con, results_dir)
     if tolerance is not None:
         con.execute("SET VARIABLE tolerance = ?", [float(tolerance)])
     if views_sql is not None and views_sql.exists():
@@ -76,6 +75,47 @@ def connect(
             con.execute(f"CREATE VIEW {table} AS FROM {glob_view_name(table)}")
     warn_damaged(damaged)
     return con
+
+
+def attach_folder(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[tuple[Path, str]]:
+    """Each table as a view over the folder's files (one glob); returns the damaged files left out."""
+    damaged: list[tuple[Path, str]] = []
+    for table in ALL_TABLES:
+        pattern, name = table_glob(results_dir, table), glob_view_name(table)
+        good, bad = readable_files(results_dir, table)
+        damaged += bad
+        if good:  # the table's glob, or the readable files by name when some are damaged
+            source = sql_text(pattern) if not bad else "[" + ", ".join(sql_text(str(p.resolve())) for p in good) + "]"
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({source}, union_by_name = true)")
+        else:
+            create_empty(con, table, name)
+    return damaged
+
+
+def create_empty(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
+    """``name`` as an empty table with ``table``'s columns and types: a table with no file yet."""
+    empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
+
+
+def attach_object_store(con: duckdb.DuckDBPyConnection, store: ObjectStore) -> list[tuple[str, str]]:
+    """Each table as a pyarrow dataset over the prefix's readable files, registered in DuckDB under the name
+    the folder's view has; returns the damaged files (by URI) left out."""
+    damaged: list[tuple[str, str]] = []
+    for table in ALL_TABLES:
+        good, bad = store.readable(table)
+        damaged += [(store.uri_of(path), problem) for path, problem in bad]
+        if not good:
+            create_empty(con, table, glob_view_name(table))
+            continue
+        try:  # the columns of every file, each file's missing ones read as NULL: read_parquet's union_by_name
+            schema = pa.unify_schemas([schema for _, schema in good], promote_options="permissive")
+        except (pa.ArrowException, ValueError) as exc:
+            hint = f"`sweep doctor --results {store}` names the files"
+            raise QueryError(f"the {table} files under {store} disagree on a column's type ({exc}); {hint}") from exc
+        paths = [path for path, _ in good]
+        con.register(glob_view_name(table), ds.dataset(paths, schema, "parquet", store.filesystem))
+    return damaged
 
 
 def sql_text(text: str) -> str:

@@ -29,6 +29,7 @@ from sweep.plan import Plan, PlannedConfig, trial_payload
 from sweep.progress import ProgressLine
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Resources
+from sweep.storage import resolved, tune_storage
 from workers.data.registry import load_arrays
 from workers.distributed import DRIVER_CPUS, WorkerPlan
 from workers.ray_train import run_data_parallel
@@ -56,7 +57,7 @@ class SweepOutcome:
     trials: int
     statuses: dict[str, int]
     wall_s: float
-    results_dir: Path
+    results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -348,7 +349,7 @@ def build_tuner(
         ),
         run_config=tune.RunConfig(
             name=f"{plan.space_name}-{sweep_id}",
-            storage_path=str(results_dir / "_tune"),
+            **tune_storage(results_dir),  # RESULTS/_tune: on object storage, checkpoints reach every node
             callbacks=callbacks,
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=3),  # a lost worker or node: retried from checkpoint
@@ -413,7 +414,7 @@ def run_sweep(
     actor is still starting to an idle cached actor instead, wherever that one is.
     """
     validation.check_data(plan.space, space_ref)
-    results_dir = Path(results_dir).resolve()
+    results_dir = resolved(results_dir)  # a folder made absolute, or an object-store prefix
     sweep_id = new_sweep_id(plan)
     trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()

@@ -1,0 +1,254 @@
+"""Results and checkpoints on object storage, against a real S3-compatible server: moto in server mode on
+127.0.0.1, started here (no network). The CLI is run as users run it, with ``--results s3://bucket/prefix``:
+the sink's files, `sweep sql`, `sweep doctor`, the sweep lock, a sweep whose checkpoints land in the bucket,
+and a driver killed mid-sweep and resumed against the bucket (nothing lost, nothing twice)."""
+
+import functools
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+import ray
+
+import sweep.storage
+import sweep.tuner
+from sweep.cli import main
+from sweep.errors import SweepLocked
+from sweep.rerun import sweep_lock
+from sweep.sink import ParquetSink
+from sweep.sql import run_query
+from sweep.storage import LockHeld, ObjectStore, hold_lock, lock_key
+from tests.test_faults import KillWorkerOnce
+from tests.test_sink_and_sql import epoch_result, fake_trial, record
+
+SWEEP = str(Path(sys.executable).parent / "sweep")
+BUCKET = "sweep-results"
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 on a free port of 127.0.0.1, with one bucket; the AWS variables point every client at it
+    (pyarrow, boto3, and the Ray workers and `sweep` processes started after this, which inherit them)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):  # a developer's own settings
+            env.delenv(name, raising=False)
+        for name, value in {**S3_ENV, "AWS_ENDPOINT_URL": endpoint}.items():
+            env.setenv(name, value)
+        import boto3
+
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def prefix(s3_server, request):
+    """A fresh prefix in the bucket for each test."""
+    return f"s3://{BUCKET}/{request.node.name.replace('[', '-').replace(']', '')}"
+
+
+@pytest.fixture(scope="module")
+def local_ray(s3_server):
+    """One Ray for the sweeps here, started after the server so its workers inherit the AWS variables."""
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def objects(prefix: str) -> list[str]:
+    """Every object under ``prefix``, as paths relative to it."""
+    store = ObjectStore(prefix)
+    infos = store.filesystem.get_file_info(pafs.FileSelector(store.root, recursive=True, allow_not_found=True))
+    return sorted(store.relative(i.path) for i in infos if i.is_file)
+
+
+def sql(prefix: str, query: str, capsys) -> list[dict]:
+    assert main(["sql", query, "--results", prefix, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_sink_writes_each_trial_once_to_the_bucket_and_sql_reads_it(prefix, capsys):
+    sink = ParquetSink(ObjectStore(prefix), "sweepA")
+    for trial in (fake_trial("t1"), fake_trial("t2", seed=1)):
+        sink.on_trial_result(0, [], trial, epoch_result(1, 80.0))
+        sink.on_trial_result(0, [], trial, {"record": record()})
+        sink.on_trial_complete(0, [], trial)
+        sink.on_trial_complete(0, [], trial)  # a second completion writes nothing twice
+    files = [f"{table}/unit/sweepA/{t}.parquet" for table in ("epochs", "kappa", "trials") for t in ("t1", "t2")]
+    assert objects(prefix) == files  # exactly the trials' files: no temporaries, nothing written twice
+    rows = sql(prefix, "SELECT trial_id, seed, status, top1 FROM trials ORDER BY trial_id", capsys)
+    assert rows == [
+        {"trial_id": "t1", "seed": 0, "status": "ok", "top1": 91.5},
+        {"trial_id": "t2", "seed": 1, "status": "ok", "top1": 91.5},
+    ]
+    assert sql(prefix, "SELECT count(*) AS n FROM kappa", capsys) == [{"n": 8}]
+
+
+def test_a_damaged_object_is_left_out_then_doctor_sets_it_aside(prefix, capsys):
+    store = ObjectStore(prefix)
+    sink = ParquetSink(store, "sweepA")
+    trial = fake_trial("t1")
+    sink.on_trial_result(0, [], trial, {"record": record()})
+    sink.on_trial_complete(0, [], trial)
+    store.put(store.path("trials/unit/old/torn.parquet"), b"PAR1 half a file")
+    assert main(["sql", "SELECT trial_id FROM trials", "--results", prefix, "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == ["trial_id", "t1"]  # the torn object is left out, the rest is read
+    assert f"left out 1 damaged results file that cannot be read as Parquet ({prefix}/trials/unit/old/torn" in err
+    assert main(["doctor", "--results", prefix]) == 1
+    out = capsys.readouterr().out
+    assert f"problem: {prefix}/trials/unit/old/torn.parquet: cannot be read as Parquet" in out
+    assert main(["doctor", "--results", prefix, "--fix"]) == 0
+    assert any(
+        name.startswith(".quarantine/") and name.endswith("trials/unit/old/torn.parquet") for name in objects(prefix)
+    )
+    assert main(["doctor", "--results", prefix]) == 0
+    assert "no problems" in capsys.readouterr().out
+
+
+@pytest.fixture(params=["S3Objects", "PlainObjects"])
+def lock_requests(request, monkeypatch):
+    """Each way the lock talks to the store: S3's conditional requests, and the check-then-write that GCS gets
+    (run here against the same S3 server through pyarrow)."""
+    kind = getattr(sweep.storage, request.param)
+    monkeypatch.setattr(sweep.storage, "objects_for", kind)
+    return kind
+
+
+def test_the_lock_refuses_a_second_sweep_and_is_released(prefix, lock_requests):
+    store = ObjectStore(prefix)
+    refused = rf"another sweep of 'space' is writing to {prefix} \(pid {os.getpid()} on "
+    with sweep_lock(store, "space", wait=False):
+        assert objects(prefix) == [".locks/space.lock"]
+        with pytest.raises(SweepLocked, match=refused), sweep_lock(store, "space", wait=False):
+            pass
+        with sweep_lock(store, "other", wait=False):  # another space is not held
+            pass
+    assert objects(prefix) == []  # released: the lock object is gone
+
+
+def test_a_lock_whose_holder_is_gone_is_taken_over(prefix, lock_requests):
+    """A holder killed on this machine (its pid no longer runs) at once; one on another machine once its lease
+    has not been renewed for ``lease_s``."""
+    store = ObjectStore(prefix)
+    backend, key = lock_requests(store), lock_key(store, "space")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    holder = {"pid": int(dead.stdout), "host": socket.gethostname(), "since": "then", "token": "killed"}
+    assert backend.create(key, json.dumps(holder).encode())
+    with hold_lock(store, "space", wait=False):
+        assert backend.read(key).holder["pid"] == os.getpid()
+    elsewhere = {**holder, "host": "another-machine", "token": "elsewhere"}
+    assert backend.create(key, json.dumps(elsewhere).encode())
+    with pytest.raises(LockHeld, match=r"pid \d+ on another-machine since then"), hold_lock(store, "space", False):
+        pass
+    time.sleep(1.1)  # object times count whole seconds: now at least 1 s old
+    with hold_lock(store, "space", wait=False, lease_s=0.5):  # not renewed for longer than its lease: stale
+        assert backend.read(key).holder["token"] != "elsewhere"
+
+
+def test_a_live_holder_keeps_its_lock_by_renewing_it(prefix):
+    """The holder renews its lease every ``lease_s / 4``, so however long its sweep runs the lock stays fresh."""
+    store = ObjectStore(prefix)
+    with hold_lock(store, "space", wait=False, lease_s=1.5):
+        time.sleep(2.2)  # longer than the lease: only the renewals keep it
+        with pytest.raises(LockHeld), hold_lock(store, "space", wait=False, lease_s=1.5):
+            pass
+
+
+def test_results_on_an_unknown_scheme_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sql", "SELECT 1", "--results", "ftp://host/results"])
+    assert exit_.value.code == 2
+    assert "neither a folder nor an object-store prefix" in capsys.readouterr().err
+    assert str(ObjectStore("gs://bucket/a/b/")) == "gs://bucket/a/b" and ObjectStore("gs://bucket").root == "bucket"
+
+
+# A trial in about a second (tests/test_run_profiles.py's TINY): two one-step epochs, so each trial checkpoints.
+TINY = """
+question: results on object storage
+model: {{family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}}
+axes: {{depth: [1], num_heads: [2, 4]}}
+baseline: {{depth: 1, num_heads: 4}}
+seeds: {seeds}
+data: {{name: digits, limit_train: 32, limit_val: 90}}
+train: {{epochs: 2, batch_size: 32, warmup_steps: 0}}
+probes: {{kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, latency_iters: 1, memory: false}}
+resources: {{cpus_per_trial: 1, max_concurrent_trials: 1}}
+"""
+
+
+def write_space(tmp_path, seeds="[0]") -> Path:
+    path = tmp_path / "bucket_space.yaml"
+    path.write_text(textwrap.dedent(TINY.format(seeds=seeds)))
+    return path
+
+
+def checkpoints(prefix: str) -> dict[str, int]:
+    """Trial id -> checkpoints of it that Tune stored under ``PREFIX/_tune/``."""
+    found: dict[str, int] = {}
+    for name in objects(prefix):
+        parts = name.split("/")
+        if parts[0] == "_tune" and parts[-1] == "trial_state.pt":
+            found[parts[2]] = found.get(parts[2], 0) + 1
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_a_sweep_killed_mid_way_resumes_against_the_bucket_nothing_lost_nothing_twice(
+    tmp_path, prefix, local_ray, capsys, monkeypatch
+):
+    """tests/test_faults.py's kills, against the bucket. The killed driver runs on the Ray at ``RAY_ADDRESS`` (a
+    cluster outlives its driver) and leaves its lock object behind; the resumed one (this process, on the same
+    Ray) takes the lock over and runs only what is missing, and there a worker killed after its first epoch
+    resumes from its checkpoint in the bucket. Then `sweep sql` and `rerun` read the bucket. (`sweep report`
+    reads through the same ``connect`` as `sweep sql`; its figures would add seconds here, not coverage.)"""
+    path = write_space(tmp_path, seeds="[0, 1]")
+    store = ObjectStore(prefix)
+    driver = subprocess.Popen([SWEEP, "run", str(path), "--results", prefix, "--quiet"],
+                              env={**os.environ, "RAY_ADDRESS": local_ray}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not store.files("trials") and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver alone: the Ray it runs on stays up
+    driver.wait()
+    partial = run_query(store, "SELECT config_id, seed FROM trials")[1]
+    assert 1 <= len(partial) < 4, partial
+    assert any(n.startswith(".locks/") for n in objects(prefix))  # the killed driver's lock is left behind
+    killer = KillWorkerOnce()
+    monkeypatch.setattr(sweep.tuner, "run_sweep", functools.partial(sweep.tuner.run_sweep, extra_callbacks=[killer]))
+    assert main(["run", str(path), "--results", prefix, "--quiet"]) == 0
+    assert f"{len(partial)} of 4 trials already recorded" in capsys.readouterr().err
+    rows = sql(prefix, "SELECT trial_id, config_id, seed, status, epochs_run, restarts FROM trials", capsys)
+    pairs = [(r["config_id"], r["seed"]) for r in rows]
+    assert len(pairs) == len(set(pairs)) == 4 and set(partial) <= set(pairs)  # none lost, none twice
+    assert {(r["status"], r["epochs_run"]) for r in rows} == {("ok", 2)}
+    assert [r["restarts"] for r in rows if r["trial_id"] == killer.killed_trial] == [1]
+    epochs = sql(prefix, "SELECT trial_id, epoch FROM epochs ORDER BY trial_id, epoch", capsys)
+    assert [e["epoch"] for e in epochs if e["trial_id"] == killer.killed_trial] == [1, 2]  # resumed, not redone
+    assert len(epochs) == 8
+    stored = checkpoints(prefix)  # every trial's checkpoints are in the bucket, where any node can read them
+    assert all(stored.get(r["trial_id"]) == 2 for r in rows), stored
+    assert not any(n.startswith(".locks/") for n in objects(prefix))  # released
+    monkeypatch.undo()
+    assert main(["run", str(path), "--results", prefix, "--quiet"]) == 0
+    assert "nothing missing" in capsys.readouterr().err
+    assert main(["rerun", str(path), "--seeds", "2", "--results", prefix, "--dry-run"]) == 0
+    assert "nothing missing" in capsys.readouterr().err

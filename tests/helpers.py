@@ -12,6 +12,19 @@ import numpy as np
 import pytest
 import torch
 
+# A space whose trial takes about a second: one-layer ViTs of d_model 16 on the embedded digits (90 held out), one
+# training step, the cheapest probes. Tests add the question and what they vary (profiles, epochs).
+TINY_SPACE_BODY = """\
+model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
+axes: {depth: [1], num_heads: [2, 4]}
+baseline: {depth: 1, num_heads: 4}
+seeds: [0]
+data: {name: digits, limit_val: 90}
+train: {epochs: 1, max_steps: 1, batch_size: 32, warmup_steps: 0}
+probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, latency_iters: 1}
+resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
+"""
+
 VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
 SWEEP = str(Path(sys.executable).parent / "sweep")  # the console script of the interpreter under test
 

@@ -31,6 +31,7 @@ import yaml
 
 from sweep.space_loader import load_space
 from sweep.sql import run_query
+from tests.helpers import TINY_SPACE_BODY
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBERAY = ROOT / "deploy" / "kuberay"
@@ -242,19 +243,14 @@ def test_slurm_defaults_take_nodes_cpus_and_the_head_address_from_the_job(tmp_pa
 # --- the Slurm recipe, run on 127.0.0.1 ---------------------------------------------------------------------
 
 # Two one-step trials of a tiny ViT on the embedded digits: about a second each.
-TINY = """
-question: the Slurm recipe's smoke sweep
-model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
-axes: {depth: [1], num_heads: [2, 4]}
-baseline: {depth: 1, num_heads: 4}
-seeds: [0]
-data: {name: digits, limit_val: 90}
-train: {epochs: 1, max_steps: 1, batch_size: 32, warmup_steps: 0}
-probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, latency_iters: 1}
-resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
+TINY = (
+    "question: the Slurm recipe's smoke sweep\n"
+    + TINY_SPACE_BODY
+    + """\
 profiles:
   smoke: {description: the two-trial grid}
 """
+)
 
 
 def free_ports(count: int) -> list[int]:

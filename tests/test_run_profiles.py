@@ -19,6 +19,7 @@ import sweep.validation
 from sweep.cli import main
 from sweep.space_loader import load_space, shipped_spaces
 from sweep.sql import run_query
+from tests.helpers import TINY_SPACE_BODY
 
 
 def every_profile() -> list[tuple[str, str | None]]:
@@ -73,16 +74,10 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
 # held-out digits, the cheapest probes. A profile for each search the shipped spaces use (a grid, under ASHA
 # as vit_b_fixed_mlp's `short`; Optuna's NSGA-II as local_digits' `optuna`) and for TPE, the default
 # sampler of a space's own `kind: optuna`. (The random sampler runs trials in tests/test_sweep_e2e.py.)
-TINY = """
-question: every search kind through the CLI
-model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}
-axes: {depth: [1], num_heads: [2, 4]}
-baseline: {depth: 1, num_heads: 4}
-seeds: [0]
-data: {name: digits, limit_val: 90}
-train: {epochs: 1, max_steps: 1, batch_size: 32, warmup_steps: 0}
-probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, latency_iters: 1}
-resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
+TINY = (
+    "question: every search kind through the CLI\n"
+    + TINY_SPACE_BODY
+    + """\
 profiles:
   asha: {scheduler: {kind: asha, metric: top1, mode: max, grace_period_epochs: 1}}
   asha_sparse:  # three one-step epochs, evaluated after epochs 2 and 3 only: ASHA sees no score at epoch 1
@@ -93,6 +88,7 @@ profiles:
                                                                             {metric: params, mode: min}]}}
   tpe: {search: {kind: optuna, sampler: tpe, num_trials: 1}}
 """
+)
 # What each profile must leave in the results: trials and the statuses they may have (ASHA may stop the
 # second grid trial after its first epoch: pruned).
 TINY_EXPECTED = {

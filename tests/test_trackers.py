@@ -15,7 +15,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import ray
 
 import sweep.trackers  # noqa: F401  (imported before a test hides a package: Ray's integrations import them once)
 from sweep.cli import main
@@ -24,6 +23,7 @@ from sweep.space import Log, MLflowSettings, TensorBoardSettings
 from sweep.space_loader import load_space
 from sweep.sql import run_query
 from sweep.trackers import MLflowTracker, TensorBoardTracker
+from tests.helpers import running_local_ray
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,14 +48,13 @@ log:
 
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory):
-    """One Ray for the sweep here; ``sweep run`` finds it initialised and uses it. W&B keeps its caches and
-    logs in a folder of the test session's, not ~/.cache (set before Ray starts, so its workers see it)."""
+    """conftest's ``local_ray``, with W&B's caches and logs in folders of the test session's, not ~/.cache (set
+    before Ray starts, so its workers see them)."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("WANDB_CACHE_DIR", str(tmp_path_factory.mktemp("wandb-cache")))
         env.setenv("WANDB_CONFIG_DIR", str(tmp_path_factory.mktemp("wandb-config")))
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-        yield
-        ray.shutdown()
+        with running_local_ray():
+            yield
 
 
 def write_space(folder: Path, text: str = SPACE) -> Path:

@@ -20,9 +20,14 @@ from workers.vocabulary import SHAPE_KEYS
 
 # The axes every space must give values; head_dim may instead follow from a head_dim rule.
 VALUED_AXES = tuple(name for name in SHAPE_KEYS if name != "head_dim")
+# Axes beyond the shape keys, each with the value a model has when the space leaves it out; a shape at that
+# value passes nothing to the worker, so every config id from before these axes existed is unchanged.
+EXTRA_AXES = ("num_kv_heads", "conditioning")
 # Fixed model fields only some families take; passed to the worker only when set, so a ViT's config_id
 # does not change because other families exist. (seq_len and vocab_size come from the data instead.)
-FAMILY_KEYS = tuple(name for name in OPTIONAL_FIELDS if name != "head_dim" and name not in DATA_DERIVED_FIELDS)
+FAMILY_KEYS = tuple(
+    name for name in OPTIONAL_FIELDS if name not in ("head_dim", *EXTRA_AXES) and name not in DATA_DERIVED_FIELDS
+)
 
 
 @dataclass(frozen=True)
@@ -34,13 +39,19 @@ class Shape:
     mlp_dim: int
     rule: str  # the head_dim rule(s) that produced it, e.g. "fixed_d_model"
     family: str = "vit"  # the model family (a space may sweep several: axes.family)
+    num_kv_heads: int | None = None  # grouped-query attention's key/value heads; None: num_heads
+    conditioning: str = "none"  # workers/conditioning.py
 
     @property
     def attn_dim(self) -> int:
         return self.num_heads * self.head_dim
 
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
+
     def key(self) -> tuple:
-        return (*(getattr(self, name) for name in SHAPE_KEYS), self.family)
+        return (*(getattr(self, name) for name in SHAPE_KEYS), self.family, self.kv_heads, self.conditioning)
 
     def as_dict(self) -> dict:
         return {
@@ -48,7 +59,18 @@ class Shape:
             "attn_dim": self.attn_dim,
             "head_dim_rule": self.rule,
             "family": self.family,
+            "num_kv_heads": self.kv_heads,
+            "conditioning": self.conditioning,
         }
+
+    def worker_fields(self) -> dict:
+        """The extra axes' model fields, only where they differ from the model as built (see EXTRA_AXES)."""
+        fields = {}
+        if self.kv_heads != self.num_heads:
+            fields["num_kv_heads"] = self.kv_heads
+        if self.conditioning != "none":
+            fields["conditioning"] = self.conditioning
+        return fields
 
 
 @dataclass(frozen=True)
@@ -97,10 +119,19 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
     kept: dict[tuple, Shape] = {}
     removed: list[Removed] = []
     axes = {name: space.axis_values(name) for name in VALUED_AXES}
+    kv_heads = space.axis_values("num_kv_heads") or [None]
+    conditionings = space.axis_values("conditioning")
     for rule in space.head_dim_rule:
         head_dims = space.axis_values("head_dim") if rule == "fixed_head_dim" else [None]
-        for family, depth, heads, width, mlp, head_dim in itertools.product(
-            space.families(), axes["depth"], axes["num_heads"], axes["embed_dim"], axes["mlp_dim"], head_dims
+        for family, depth, heads, width, mlp, head_dim, kv, conditioning in itertools.product(
+            space.families(),
+            axes["depth"],
+            axes["num_heads"],
+            axes["embed_dim"],
+            axes["mlp_dim"],
+            head_dims,
+            kv_heads,
+            conditionings,
         ):
             combo = {
                 "depth": depth,
@@ -109,7 +140,12 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                 "mlp_dim": mlp,
                 "head_dim_rule": rule,
                 "family": family,
+                **({"num_kv_heads": kv} if kv is not None else {}),
+                **({"conditioning": conditioning} if conditioning != "none" else {}),
             }
+            if kv is not None and (kv > heads or heads % kv):
+                removed.append(Removed(combo, f"num_kv_heads={kv} does not divide num_heads={heads}"))
+                continue
             if rule == "floor_d_model":
                 if heads > width:
                     removed.append(Removed(combo, f"num_heads={heads} > embed_dim={width}: head_dim would be 0"))
@@ -120,7 +156,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                     removed.append(Removed(combo, f"num_heads={heads} does not divide embed_dim={width}"))
                     continue
                 head_dim = width // heads
-            shape = Shape(depth, heads, head_dim, width, mlp, rule, family)
+            shape = Shape(depth, heads, head_dim, width, mlp, rule, family, kv, conditioning)
             reason = constraint_violation(space, shape)
             if reason:
                 removed.append(Removed(shape.as_dict(), reason))
@@ -164,7 +200,7 @@ def model_fields(space: Space, shape: Shape) -> dict:
     specific = {
         k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
     }
-    common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}}
+    common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}, **shape.worker_fields()}
     from_data = space.data.model_fields_from_data()
     if family.modality != "image":
         return {**common, **from_data, **specific}
@@ -247,8 +283,19 @@ def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[in
     baseline_keys = {resolve_baseline(space, shapes, family) for family in space.families()}
     families = space.families()
     configs = []
+    conditionings = space.axis_values("conditioning")
     for shape in sorted(
-        shapes, key=lambda s: (families.index(s.family), s.depth, s.num_heads, s.head_dim, s.embed_dim, s.mlp_dim)
+        shapes,
+        key=lambda s: (
+            families.index(s.family),
+            s.depth,
+            s.num_heads,
+            s.head_dim,
+            s.embed_dim,
+            s.mlp_dim,
+            -s.kv_heads,
+            conditionings.index(s.conditioning),
+        ),
     ):
         model = model_fields(space, shape)
         params, flops = measure_shape(model)
@@ -291,7 +338,13 @@ def compare_published(plan: Plan) -> list[dict]:
 
 def resolve_baseline(space: Space, shapes: list[Shape], family: str | None = None) -> tuple | None:
     """The key of the shape of ``family`` (default: ``model.family``) matching every value the baseline
-    names, or None."""
-    wanted = {**space.baseline, "family": family or space.model.family}
+    names, or None. Where the baseline leaves the extra axes out it takes multi-head attention (as many
+    key/value heads as heads) and the space's first conditioning (``none`` unless the space says otherwise)."""
+    defaults = {"conditioning": space.axis_values("conditioning")[0]}
+    wanted = {**defaults, **space.baseline, "family": family or space.model.family}
+    if "num_kv_heads" in wanted:
+        wanted["kv_heads"] = wanted.pop("num_kv_heads")
     matches = [s for s in shapes if all(getattr(s, k) == v for k, v in wanted.items())]
+    if "kv_heads" not in wanted:
+        matches.sort(key=lambda s: s.kv_heads != s.num_heads)  # multi-head attention first
     return matches[0].key() if len(matches) >= 1 else None

@@ -44,6 +44,8 @@ TRIALS = pa.schema([
     ("mlp_dim", pa.int64()),
     ("attn_dim", pa.int64()),
     ("head_dim_rule", pa.string()),
+    ("num_kv_heads", pa.int64()),  # key/value heads (grouped-query attention); = num_heads for multi-head attention
+    ("conditioning", pa.string()),  # the intervention on the attention block's conditioning (workers/conditioning.py)
     ("status", pa.string()),  # ok | diverged | oom | error | pruned
     ("error", pa.string()),
     ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)
@@ -75,6 +77,9 @@ TRIALS = pa.schema([
     ("infer_tokens_per_s", pa.float64()),  # sequence trials: tokens per second, eval-mode batches
     ("latency_b1_ms", pa.float64()),  # one forward pass of one sample (a whole window for sequences)
     ("token_latency_ms", pa.float64()),  # causal LMs: per generated token, batch 1, KV cache, prefill excluded
+    # causal LMs: bytes the KV cache holds per token of context, all layers: 2 (K and V) · depth · num_kv_heads ·
+    # head_dim · bytes per element of the cache's dtype (the model's parameter dtype)
+    ("kv_cache_bytes_per_token", pa.int64()),
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),
     ("epochs_run", pa.int32()),

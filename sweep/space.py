@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sweep.metrics import DEFAULT_METRIC, METRICS
-from workers.config import ProbeSpec, TrainSpec
+from workers.config import Conditioning, ProbeSpec, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
@@ -24,7 +24,7 @@ from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
-AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
+AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
 
 # Metrics a finished trial reports; Optuna objectives and schedulers may only use these. The headline
 # ones (top1, top5, accuracy, val_loss) only where the space's data set reports them (sweep/metrics.py).
@@ -81,21 +81,26 @@ AxisValues = Annotated[list[PositiveInt], Field(min_length=1)] | Range
 class Axes(Strict):
     """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only. ``family``: model families
     to run side by side on the same shapes (a control, such as softmax attention beside the Nyströmformer);
-    each config is judged against its own family's baseline."""
+    each config is judged against its own family's baseline. ``num_kv_heads``: grouped-query attention's
+    key/value heads (a value that does not divide ``num_heads`` removes that combination, with the reason).
+    ``conditioning``: interventions on the attention block's conditioning (``workers/conditioning.py``),
+    ``none`` among them for the model as built."""
 
     depth: AxisValues | None = None
     num_heads: AxisValues | None = None
     head_dim: AxisValues | None = None
     embed_dim: AxisValues | None = None
     mlp_dim: AxisValues | None = None
+    num_kv_heads: AxisValues | None = None
     family: Annotated[list[str], Field(min_length=1)] | None = None
+    conditioning: Annotated[list[Conditioning], Field(min_length=1)] | None = None
 
-    @field_validator("family")
+    @field_validator("family", "conditioning")
     @classmethod
-    def _unique_families(cls, families: list[str] | None) -> list[str] | None:
-        if families is not None and len(set(families)) != len(families):
-            raise ValueError(f"families must be unique, but got {families}; remove the repeats")
-        return families
+    def _unique_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError(f"values must be unique, but got {names}; remove the repeats")
+        return names
 
     def values(self, name: str) -> list[int] | None:
         axis = getattr(self, name)
@@ -136,6 +141,9 @@ class ModelFixed(Strict):
     conv_kernel_size: PositiveInt | None = None
     dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
     tie_embeddings: bool | None = None  # language models: output layer = token embedding (GPT-2's default)
+    num_kv_heads: PositiveInt | None = None  # grouped-query attention (None: num_heads)
+    conditioning: Conditioning = "none"  # workers/conditioning.py
+    conditioning_weight: float | None = Field(default=None, gt=0.0)  # a penalty's λ (None: its default)
 
     @model_validator(mode="before")
     @classmethod
@@ -367,7 +375,7 @@ class Space(Strict):
         default=["fixed_d_model"], min_length=1
     )
     constraints: Constraints = Constraints()
-    baseline: dict[str, PositiveInt]
+    baseline: dict[str, PositiveInt | Conditioning]
     seeds: Annotated[list[int], Field(min_length=1)] = [0]
     data: DataSpec = DigitsData()
     train: TrainSpec = TrainSpec()
@@ -397,8 +405,11 @@ class Space(Strict):
         """The model families the space runs: ``axes.family`` in its order, else ``model.family``."""
         return list(self.axes.family) if self.axes.family else [self.model.family]
 
-    def axis_values(self, name: str) -> list[int]:
-        """The values of one axis: the axis if given, else the fixed value, else empty."""
+    def axis_values(self, name: str) -> list:
+        """The values of one axis: the axis if given, else the fixed value, else empty. ``conditioning`` keeps
+        the space's order (its first value is the one a baseline that names none takes)."""
+        if name == "conditioning":
+            return list(self.axes.conditioning or [self.model.conditioning])
         values = self.axes.values(name)
         if values is not None:
             return values

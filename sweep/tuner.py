@@ -196,7 +196,11 @@ class DefineByRun:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.varying = [k for k in (*SHAPE_KEYS, "family") if len({getattr(c.shape, k) for c in plan.configs}) > 1]
+        self.varying = [
+            k
+            for k in (*SHAPE_KEYS, "family", "kv_heads", "conditioning")
+            if len({getattr(c.shape, k) for c in plan.configs}) > 1
+        ]
 
     def __call__(self, trial) -> dict:
         candidates: list[PlannedConfig] = self.plan.configs

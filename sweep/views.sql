@@ -26,19 +26,24 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 
 -- trials, epochs, spaces: the rows of every schema version, read as version 2. A version-1 trials row has
 -- no metric, metric_mode or score (nor the sequence columns): its metric is top1, higher is better, and
--- its score is its top1. A version-1 epochs row's val_score is its val_top1. A version-1 spaces row has
+-- its score is its top1. A row from before grouped-query attention and conditioning interventions has
+-- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built). A version-1 epochs row's val_score is its val_top1. A version-1 spaces row has
 -- tolerance_top1 (points of top-1) instead of metric, metric_mode and tolerance. The empty, typed selects
 -- supply the columns that a folder holding only version-1 files lacks.
 CREATE OR REPLACE VIEW trials AS
 SELECT * REPLACE (
     coalesce(metric, 'top1') AS metric,
     coalesce(metric_mode, 'max') AS metric_mode,
-    CASE WHEN metric IS NULL THEN top1 ELSE score END AS score)
+    CASE WHEN metric IS NULL THEN top1 ELSE score END AS score,
+    coalesce(num_kv_heads, num_heads) AS num_kv_heads,
+    coalesce(conditioning, 'none') AS conditioning)
 FROM (
     FROM trials_files
     UNION ALL BY NAME
     SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS score, NULL::DOUBLE AS accuracy,
-           NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len
+           NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
+           NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
+           NULL::DOUBLE AS token_latency_ms
     WHERE false
 );
 
@@ -189,6 +194,8 @@ SELECT
     any_value(mlp_dim) AS mlp_dim,
     any_value(attn_dim) AS attn_dim,
     any_value(head_dim_rule) AS head_dim_rule,
+    any_value(num_kv_heads) AS num_kv_heads,
+    any_value(conditioning) AS conditioning,
     bool_or(is_baseline) AS is_baseline,
     count(DISTINCT seed) FILTER (WHERE status = 'ok') AS n_seeds,
     count(*) FILTER (WHERE status <> 'ok') AS n_failed,
@@ -205,6 +212,12 @@ SELECT
     avg(peak_mem_bytes) FILTER (WHERE status = 'ok') AS peak_mem_bytes,
     avg(kappa_mean) FILTER (WHERE status = 'ok') AS kappa_mean,
     max(kappa_max) FILTER (WHERE status = 'ok') AS kappa_max,
+    -- the log of κ averaged over seeds (conditioning_effect compares it), and its sample sd
+    avg(ln(kappa_mean)) FILTER (WHERE status = 'ok' AND kappa_mean > 0) AS log_kappa_mean,
+    stddev_samp(ln(kappa_mean)) FILTER (WHERE status = 'ok' AND kappa_mean > 0) AS log_kappa_sd,
+    count(kappa_mean) FILTER (WHERE status = 'ok' AND kappa_mean > 0) AS n_kappa,
+    max(kv_cache_bytes_per_token) AS kv_cache_bytes_per_token,
+    avg(token_latency_ms) FILTER (WHERE status = 'ok') AS token_latency_ms,
     -- seconds of training per sample: 1 / train_samples_per_s of each finished seed, averaged over them
     avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
 FROM one_row_per_seed
@@ -406,13 +419,14 @@ gains AS (
 )
 SELECT
     space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, head_dim_rule,
-    is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
+    num_kv_heads, conditioning, is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
     b_mean AS baseline_score, delta, delta_lo, delta_hi, welch_df, tol AS tolerance, gain, gain_lo, gain_hi,
     100.0 * (params - b_params) / b_params AS delta_params_pct,
     100.0 * (train_samples_per_s - b_train) / b_train AS delta_train_throughput_pct,
     100.0 * (infer_samples_per_s - b_infer) / b_infer AS delta_infer_throughput_pct,
     100.0 * (peak_mem_bytes - b_mem) / b_mem AS delta_mem_pct,
     params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean,
+    kv_cache_bytes_per_token, token_latency_ms,
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
     CASE method
         WHEN 'none' THEN 'no finished seed'
@@ -454,8 +468,8 @@ FROM gains;
 CREATE OR REPLACE VIEW vs_baseline AS
 FROM vs_baseline_at(getvariable('tolerance'));
 
--- depth_edge: along depth, for each (space, num_heads, head_dim) at the baseline's width and MLP (and per
--- model family and headline metric: a space of one family judged on one metric has one row per shape). Read from the verdicts, so it
+-- depth_edge: along depth, for each (space, num_heads, head_dim, num_kv_heads, conditioning) at the baseline's
+-- width and MLP (and per model family and headline metric: a space of one family judged on one metric has one row per shape). Read from the verdicts, so it
 -- works alike for metrics where higher is better and where lower is.
 --   holds_down_to_depth: the shallowest depth (at or below the baseline's) whose verdict is holds, with
 --                        every tried depth between it and the baseline's holding too
@@ -465,12 +479,13 @@ WITH ranked AS (
     SELECT *,
         -- non-holding depths from the baseline's depth down to this one: 0 means all of them hold
         sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, num_heads, head_dim, embed_dim, mlp_dim ORDER BY depth DESC
+            PARTITION BY space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning
+            ORDER BY depth DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE depth <= baseline_depth
 )
-SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim,
+SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
     min(depth) FILTER (WHERE misses_above = 0) AS holds_down_to_depth,
     -- rows with misses_above >= 1 are exactly the depths below holds_down_to_depth
     max(depth) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_depth,
@@ -478,10 +493,10 @@ SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim,
     list(verdict ORDER BY depth) AS verdicts
 FROM ranked
 GROUP BY ALL
-ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim;
+ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim, num_kv_heads DESC, conditioning;
 
 -- head_dim_edge: along head_dim at fixed d_model (the fixed_d_model arm), for each (space, depth) (and per
--- model family and headline metric).
+-- model family and headline metric, query heads per key/value head, and conditioning intervention).
 --   holds_down_to_head_dim: the smallest head_dim (at or below the baseline's) that holds, with every
 --                           tried head_dim between it and the baseline's holding too
 --   breaks_at_head_dim:     the largest tried head_dim below that whose verdict is breaks (NULL if none)
@@ -489,19 +504,20 @@ CREATE OR REPLACE VIEW head_dim_edge AS
 WITH ranked AS (
     SELECT *,
         sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, depth, embed_dim, mlp_dim ORDER BY head_dim DESC
+            PARTITION BY space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads, conditioning
+            ORDER BY head_dim DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
 )
-SELECT space, metric, family, depth, embed_dim, mlp_dim,
+SELECT space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads AS heads_per_kv_head, conditioning,
     min(head_dim) FILTER (WHERE misses_above = 0) AS holds_down_to_head_dim,
     max(head_dim) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_head_dim,
     list(head_dim ORDER BY head_dim) AS head_dims_tried,
     list(verdict ORDER BY head_dim) AS verdicts
 FROM ranked
 GROUP BY ALL
-ORDER BY space, family, embed_dim, mlp_dim, depth;
+ORDER BY space, family, embed_dim, mlp_dim, depth, heads_per_kv_head, conditioning;
 
 -- pareto: configs no other config of the same space beats on both the headline score (better by the
 -- metric's direction: higher top-1, lower validation loss) and params (lower). `goodness` is the score
@@ -521,8 +537,8 @@ ranked AS (
         max(goodness) OVER (PARTITION BY space, metric, params) AS best_with_same_params
     FROM finished
 )
-SELECT space, config_id, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, n_seeds,
-       score_mean, score_se, params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes,
+SELECT space, config_id, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
+       num_kv_heads, conditioning, n_seeds, score_mean, score_se, params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes,
        kappa_mean, is_baseline
 FROM ranked
 WHERE (best_with_fewer_params IS NULL OR goodness > best_with_fewer_params)
@@ -574,10 +590,12 @@ finished AS (
 ),
 ranked AS (
     SELECT c.space, c.metric, c.metric_mode, c.family, c.config_id, c.depth, c.num_heads, c.head_dim, c.embed_dim,
-           c.mlp_dim, c.attn_dim, c.n_seeds, c.score_mean, c.score_sd, c.cost_kind, c.cost,
+           c.mlp_dim, c.attn_dim, c.num_kv_heads, c.conditioning, c.n_seeds, c.score_mean, c.score_sd, c.cost_kind,
+           c.cost,
            m.config_id AS matched_config_id, m.depth AS matched_depth, m.num_heads AS matched_num_heads,
            m.head_dim AS matched_head_dim, m.embed_dim AS matched_embed_dim, m.mlp_dim AS matched_mlp_dim,
-           m.attn_dim AS matched_attn_dim, coalesce(m.is_baseline, false) AS matched_is_baseline,
+           m.attn_dim AS matched_attn_dim, m.num_kv_heads AS matched_num_kv_heads,
+           m.conditioning AS matched_conditioning, coalesce(m.is_baseline, false) AS matched_is_baseline,
            m.n_seeds AS matched_n_seeds, m.score_mean AS matched_score, m.score_sd AS matched_sd,
            m.cost AS matched_cost,
            row_number() OVER (PARTITION BY c.space, c.metric, c.family, c.config_id, c.cost_kind
@@ -621,9 +639,9 @@ judged AS (
     FROM gains
 )
 SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
-       n_seeds, score_mean, cost_kind, cost,
+       num_kv_heads, conditioning, n_seeds, score_mean, cost_kind, cost,
        matched_config_id, matched_depth, matched_num_heads, matched_head_dim, matched_embed_dim, matched_mlp_dim,
-       matched_attn_dim, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
+       matched_attn_dim, matched_num_kv_heads, matched_conditioning, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
        cost / matched_cost AS cost_ratio,
        delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
        CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
@@ -647,20 +665,22 @@ WITH last_probe AS (
 ),
 final_kappa AS (
     SELECT t.space, t.config_id, t.family, t.depth, t.num_heads, t.head_dim, t.embed_dim, t.attn_dim,
-           t.head_dim_rule, t.seed, t.metric, t.score, l.attention, l.layer, l.kappa, l.kappa_max
+           t.num_kv_heads, t.conditioning, t.head_dim_rule, t.seed, t.metric, t.score, l.attention, l.layer, l.kappa, l.kappa_max
     FROM last_probe l JOIN trials t USING (trial_id)
     WHERE l.epoch = l.last_epoch AND t.status = 'ok'
 )
-SELECT space, family, depth, num_heads, head_dim, embed_dim, attn_dim,
+SELECT space, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning,
        any_value(head_dim_rule) AS head_dim_rule,
        attention, layer, count(DISTINCT seed) AS n_seeds,
        median(kappa) AS kappa_median, avg(kappa) AS kappa_mean, max(kappa_max) AS kappa_max,
        metric, avg(score) AS score_mean
 FROM final_kappa
-GROUP BY GROUPING SETS ((space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, attention, layer),
-                        (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, attention),
-                        (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim))
-ORDER BY space, family, depth, num_heads, head_dim, attn_dim, attention NULLS LAST, layer NULLS LAST;
+GROUP BY GROUPING SETS (
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning, attention, layer),
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning, attention),
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning))
+ORDER BY space, family, depth, num_heads, head_dim, attn_dim, num_kv_heads DESC, conditioning, attention NULLS LAST,
+         layer NULLS LAST;
 
 -- kappa_accuracy: does κ track the headline metric across configs? Per space, metric and family:
 -- Spearman's rank correlation between each config's final κ (configs.kappa_mean: the trials' kappa_mean,

@@ -8,7 +8,7 @@ rejects unknown keys. The data set's settings live with each data set (``workers
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,6 +20,10 @@ class StrictModel(BaseModel):
 
 
 PositiveInt = Annotated[int, Field(ge=1)]
+# Interventions on the conditioning of the attention block A (workers/conditioning.py defines each); "none"
+# is the model as built.
+Conditioning = Literal["none", "preconditioned", "orthogonality", "kappa_penalty"]
+CONDITIONINGS: tuple[str, ...] = get_args(Conditioning)
 StageList = Annotated[tuple[PositiveInt, ...], Field(min_length=1)]
 
 
@@ -69,6 +73,18 @@ class ModelSpec(StrictModel):
     tie_embeddings: bool | None = Field(
         default=None, description="language models: the output layer is the token embedding (None: family default)"
     )
+    num_kv_heads: int | None = Field(
+        default=None,
+        ge=1,
+        description="grouped-query attention: key/value heads, each shared by num_heads / num_kv_heads query "
+        "heads (None: num_heads, multi-head attention)",
+    )
+    conditioning: Conditioning | None = Field(
+        default=None, description="an intervention on the attention block's conditioning (None: none)"
+    )
+    conditioning_weight: float | None = Field(
+        default=None, gt=0.0, description="the penalty's weight λ (None: the intervention's default)"
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelSpec:
@@ -77,6 +93,12 @@ class ModelSpec(StrictModel):
                 f"num_heads must divide embed_dim when head_dim is derived, but got "
                 f"(embed_dim={self.embed_dim}, num_heads={self.num_heads}); "
                 f"choose num_heads from {divisors(self.embed_dim)} or set head_dim explicitly"
+            )
+        if self.num_kv_heads is not None and (self.num_kv_heads > self.num_heads or self.num_heads % self.num_kv_heads):
+            raise ValueError(
+                f"num_kv_heads must divide num_heads (each key/value head serves an equal group of query heads), "
+                f"but got (num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}); "
+                f"choose num_kv_heads from {divisors(self.num_heads)}"
             )
         if self.img_size % self.patch_size != 0:
             raise ValueError(
@@ -101,6 +123,15 @@ class ModelSpec(StrictModel):
                 f"(swept_stage={self.swept_stage}, stages={len(self.stage_depths)})"
             )
         return self
+
+    @property
+    def resolved_num_kv_heads(self) -> int:
+        """Key/value heads: ``num_kv_heads``, or ``num_heads`` (multi-head attention) when unset."""
+        return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
+
+    @property
+    def resolved_conditioning(self) -> str:
+        return self.conditioning or "none"
 
     @property
     def resolved_head_dim(self) -> int:

@@ -21,6 +21,7 @@ from workers.config import ModelSpec
 OPTIONAL_FIELDS = (
     "head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads",
     "seq_len", "vocab_size", "num_landmarks", "conv_kernel_size", "dropout", "tie_embeddings",
+    "num_kv_heads", "conditioning", "conditioning_weight",
 )  # fmt: skip
 # Of those, the ones the data set decides (as it decides img_size and num_classes), never a space's model.
 DATA_DERIVED_FIELDS = ("seq_len", "vocab_size")

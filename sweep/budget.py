@@ -28,6 +28,11 @@ MAX_STEPS = 1 << 20  # no way grows its dimension past a million units (a budget
 FREE_DIMENSION = {"deeper": "depth", "wider": "embed_dim", "more_heads": "num_heads"}
 
 
+def percent(fraction: float) -> str:
+    """0.02 → ``2%``, 0.005 → ``0.5%``: a tolerance as the space file's fraction reads in percent."""
+    return f"{fraction * 100:g}%"
+
+
 class Unbuildable(ValueError):
     """The family cannot build a shape a way needs (its message says why)."""
 
@@ -60,7 +65,7 @@ class WaySolution:
             return f"{self.dimension}: none ({self.reason})"
         head = f"{self.dimension} {self.value}: {self.params:,} params"
         if self.shape is not None:
-            return f"{head}, matched within ±{self.tolerance:.0%}: {self.miss:+.1%}"
+            return f"{head}, matched within ±{percent(self.tolerance)}: {self.miss:+.1%}"
         return f"{head}, {self.miss:+.1%}: NOT matched ({self.reason})"
 
 
@@ -95,7 +100,7 @@ def nearest_step(count: Callable[[int], int], target: int) -> tuple[int, int]:
         middle = (low + high) // 2
         low, high = (middle, high) if count(middle) < target else (low, middle)
     below, above = count(low), count(high)
-    return (low, below) if abs(below / target - 1) <= abs(above / target - 1) else (high, above)
+    return (low, below) if target - below <= above - target else (high, above)  # whole numbers: exact ties
 
 
 def way_shape(way: str, base, budget: Budget, k: int):
@@ -160,7 +165,7 @@ def solve_way(way: str, base, budget: Budget, target: int, params_of: Callable[[
     solved = dataclasses.replace(empty, value=free_value(way, shape), params=params)
     if abs(params / target - 1) > budget.tolerance:
         return dataclasses.replace(
-            solved, reason=f"the nearest achievable misses the target by more than ±{budget.tolerance:.0%}"
+            solved, reason=f"the nearest achievable misses the target by more than ±{percent(budget.tolerance)}"
         )
     return dataclasses.replace(solved, shape=shape)
 
@@ -177,7 +182,7 @@ def solve_budget(base, budget: Budget, params_of: Callable[[Any], int]) -> Budge
 def miss_issue(solution: WaySolution) -> tuple[str, str, str]:
     """(rule, value, fix) for a way that has no config: what was asked, the nearest miss, what to change."""
     rule = (
-        f"{solution.way} must reach {solution.target:,} params within ±{solution.tolerance:.0%} "
+        f"{solution.way} must reach {solution.target:,} params within ±{percent(solution.tolerance)} "
         f"(solving {solution.dimension} for family {solution.family})"
     )
     if solution.value is None:

@@ -27,6 +27,7 @@ import math
 import sys
 from pathlib import Path
 
+from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
@@ -345,7 +346,7 @@ def print_budgets(plan: Plan) -> None:
         print(
             f"budget{family}: from depth {base.depth} × {base.num_heads} heads of {base.head_dim}, d_model "
             f"{base.embed_dim}, MLP {base.mlp_dim}: {budget.base_params:,} params; target {budget.target:,} params "
-            f"({budget.target / budget.base_params:.2f}× the base), within ±{budget.tolerance:.0%}"
+            f"({budget.target / budget.base_params:.2f}× the base), within ±{percent(budget.tolerance)}"
         )
         for way in budget.ways:
             print(f"  {way.way:<10} {way.words()}")

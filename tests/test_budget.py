@@ -17,6 +17,7 @@ from sweep.cli import main
 from sweep.errors import SpaceError
 from sweep.importer import import_file
 from sweep.plan import make_plan
+from sweep.report import write_report
 from sweep.space_loader import load_space
 from tests.helpers import query, write_csv
 
@@ -233,3 +234,14 @@ def test_budget_pairs_match_welch_intervals_from_scipy(planted, tolerance):
     # more heads: 84.6 against deeper's 82.1 and wider's 76.7
     assert verdicts[("wider", "more_heads")] == "loses"
     assert verdicts[("deeper", "wider")] == ("wins" if tolerance == 1.0 else "inconclusive")
+
+
+def test_the_report_says_which_way_spent_the_budget_best_and_how_sure(planted, tmp_path):
+    index = write_report("plant", planted, tmp_path / "report", tolerance=1.0)
+    text = index.read_text()
+    section = text.split("## Which way spent the parameter budget best?")[1]
+    assert "Target 100,000 parameters, spent 3 ways (best first): more heads (2 blocks × 16 heads of 12" in section
+    assert "99,000 params, -1.0%): 84.6% (95% CI 83.0%…86.2%, 5 seeds)" in section
+    assert "Against deeper: Δ +2.5 (95% CI -0.4…+5.4), inconclusive." in section
+    assert "Against wider: Δ +7.9 (95% CI +3.6…+12.2), wins." in section
+    assert "No way is confidently best" in section  # against deeper the interval does not clear 1 point

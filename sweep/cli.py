@@ -28,6 +28,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, make_plan
@@ -200,6 +201,7 @@ def plan_rows(plan: Plan) -> list[dict]:
             **({"family": shape.family} if several else {}), "depth": shape.depth,
             "num_heads": shape.num_heads, "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
+            **({"budget_way": shape.budget_way} if plan.budgets else {}),
             "params": config.params, "flops_per_sample": config.flops_per_sample,
             "seeds": len(plan.seeds),
         })  # fmt: skip
@@ -260,10 +262,30 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
                 "trials": rows,
                 "removed": removed,
                 "published": compare_published(plan),
+                **({"budgets": budget_rows(plan)} if plan.budgets else {}),
             },
             indent=2,
         )
     )
+
+
+def budget_rows(plan: Plan) -> list[dict]:
+    """Each budget's ways as plain data (``sweep plan --format json``)."""
+    return [
+        {
+            "family": budget.family,
+            "base_params": budget.base_params,
+            "target_params": budget.target,
+            "tolerance": budget.tolerance,
+            "ways": [way_row(way) for way in budget.ways],
+        }
+        for budget in plan.budgets
+    ]
+
+
+def way_row(way) -> dict:
+    return {"way": way.way, "dimension": way.dimension, "value": way.value, "params": way.params, "miss": way.miss,
+            "matched": way.shape is not None, "reason": way.reason}  # fmt: skip
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
@@ -313,8 +335,22 @@ def cmd_plan(args) -> int:
     print_plan_header(plan, rows)
     print_stages(plan)
     print_published(plan)
+    print_budgets(plan)
     print_plan_search(plan, rows, removed)
     return 0
+
+
+def print_budgets(plan: Plan) -> None:
+    """A ``budget:`` block's answer: the base and target, then each way's solved value, params and miss."""
+    for budget in plan.budgets:
+        base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
+        print(
+            f"budget{family}: from depth {base.depth} × {base.num_heads} heads of {base.head_dim}, d_model "
+            f"{base.embed_dim}, MLP {base.mlp_dim}: {budget.base_params:,} params; target {budget.target:,} params "
+            f"({budget.target / budget.base_params:.2f}× the base), within ±{percent(budget.tolerance)}"
+        )
+        for way in budget.ways:
+            print(f"  {way.way:<10} {way.words()}")
 
 
 def cmd_spaces(args) -> int:

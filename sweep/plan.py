@@ -9,6 +9,7 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from sweep.budget import BudgetPlan, Unbuildable, solve_budget
 from sweep.identity import config_id as experiment_id
 from sweep.space import Space
 from workers.config import ModelSpec
@@ -41,6 +42,10 @@ class Shape:
     family: str = "vit"  # the model family (a space may sweep several: axes.family)
     num_kv_heads: int | None = None  # grouped-query attention's key/value heads; None: num_heads
     conditioning: str = "none"  # workers/conditioning.py
+    # A `budget:` block's labels (sweep/budget.py): how the config spends the budget (base, deeper, wider,
+    # more_heads) and the target count. Not model fields: they change no config id and no key().
+    budget_way: str | None = None
+    budget_target_params: int | None = None
 
     @property
     def attn_dim(self) -> int:
@@ -61,6 +66,8 @@ class Shape:
             "family": self.family,
             "num_kv_heads": self.kv_heads,
             "conditioning": self.conditioning,
+            **({"budget_way": self.budget_way} if self.budget_way else {}),
+            **({"budget_target_params": self.budget_target_params} if self.budget_way else {}),
         }
 
     def worker_fields(self) -> dict:
@@ -102,6 +109,7 @@ class Plan:
     baseline: PlannedConfig
     # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
     pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
+    budgets: list[BudgetPlan] = field(default_factory=list)  # the space's `budget:`, one per family
 
     def trials(self) -> list[dict]:
         """Every (config, seed) trial of a grid, as plain payloads for Ray."""
@@ -280,6 +288,8 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
 def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
     """Every configuration the space allows, with params and FLOPs, and what was removed and why."""
     shapes, removed = enumerate_shapes(space)
+    budgets = plan_budgets(space, shapes)
+    shapes, removed = with_budget_shapes(shapes, removed, budgets, space)
     baseline_keys = {resolve_baseline(space, shapes, family) for family in space.families()}
     families = space.families()
     configs = []
@@ -304,7 +314,9 @@ def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[in
     # The space's baseline; a space of several families also marks each other family's config of the same
     # shape as that family's reference (the analysis compares every config with its own family's).
     baseline = next(c for c in configs if c.is_baseline and c.shape.family == space.model.family)
-    return Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
+    plan = Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
+    plan.budgets = budgets
+    return plan
 
 
 PUBLISHED_TOLERANCE = 0.01  # a planned count within 1% of the published one reproduces it
@@ -348,3 +360,81 @@ def resolve_baseline(space: Space, shapes: list[Shape], family: str | None = Non
     if "kv_heads" not in wanted:
         matches.sort(key=lambda s: s.kv_heads != s.num_heads)  # multi-head attention first
     return matches[0].key() if len(matches) >= 1 else None
+
+
+# --- a parameter budget spent three ways (sweep/budget.py) ---------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _count_params(frozen: tuple) -> int:
+    return count_params(build_on_meta(ModelSpec(**dict(frozen))))
+
+
+def measure_params(fields: dict) -> int:
+    """The exact parameter count of ``measure_shape`` without its FLOPs (cheaper: no trace), by the same
+    linear extension from depths 1 and 2."""
+    one = _count_params(freeze({**fields, "depth": 1}))
+    if fields["depth"] == 1:
+        return one
+    return one + (fields["depth"] - 1) * (_count_params(freeze({**fields, "depth": 2})) - one)
+
+
+def budget_params(space: Space, shape: Shape) -> int:
+    """``shape``'s exact parameter count in ``space``; :class:`Unbuildable` when its family cannot build it."""
+    fields = model_fields(space, shape)
+    try:
+        spec = ModelSpec(**fields)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise Unbuildable(str(exc).splitlines()[-1]) from exc
+    problems = get_family(shape.family).problems(spec)
+    if problems:
+        raise Unbuildable("; ".join(f"{p.field}={p.value}: {p.rule}" for p in problems))
+    return measure_params(fields)
+
+
+def budget_base(space: Space, shapes: list[Shape], family: str) -> Shape | None:
+    """The shape ``budget.from`` names in ``family``: the baseline, or the first shape with every value it
+    gives (None when no shape has them)."""
+    wanted = space.budget.base
+    if wanted == "baseline":
+        key = resolve_baseline(space, shapes, family)
+        return next((s for s in shapes if s.key() == key), None)
+    return next((s for s in shapes if s.family == family and all(getattr(s, k) == v for k, v in wanted.items())), None)
+
+
+def plan_budgets(space: Space, shapes: list[Shape]) -> list[BudgetPlan]:
+    """The space's budget solved for each family whose base is among ``shapes`` (none without ``budget:``)."""
+    if space.budget is None:
+        return []
+    plans = []
+    for family in space.families():
+        base = budget_base(space, shapes, family)
+        if base is not None:
+            plans.append(solve_budget(base, space.budget, lambda shape: budget_params(space, shape)))
+    return plans
+
+
+def with_budget_shapes(
+    shapes: list[Shape], removed: list[Removed], budgets: list[BudgetPlan], space: Space
+) -> tuple[list[Shape], list[Removed]]:
+    """``shapes`` with each budget's base labelled and each way's shape added (a way's shape that is already
+    a shape of the grid is labelled instead); a way without a shape, or whose shape breaks a constraint, is
+    a removed combination with the reason."""
+    by_key = {s.key(): s for s in shapes}
+    removed = list(removed)
+    for budget in budgets:
+        target = {"budget_target_params": budget.target}
+        by_key[budget.base.key()] = dataclasses.replace(by_key[budget.base.key()], budget_way="base", **target)
+        for way in budget.ways:
+            combo = {"budget_way": way.way, "family": budget.family, way.dimension: way.value}
+            if way.shape is None:
+                removed.append(Removed(combo, f"{way.words()}; target {budget.target:,} params"))
+                continue
+            reason = constraint_violation(space, way.shape)
+            if reason or by_key.get(way.shape.key(), way.shape).budget_way not in (None, way.way):
+                taken = by_key.get(way.shape.key())
+                removed.append(Removed(combo, reason or f"the same shape as the {taken.budget_way} config"))
+                continue
+            by_key[way.shape.key()] = dataclasses.replace(by_key.get(way.shape.key(), way.shape), budget_way=way.way,
+                                                          **target)  # fmt: skip
+    return list(by_key.values()), removed

@@ -494,6 +494,7 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     training = draw_figures(data, out_dir, headline)
     extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
+    extra += budget_section(con, space, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
     extra += theory_section(con, space, data)
@@ -719,3 +720,97 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
     if data.verdicts:
         parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
     return parts
+
+
+# --- a parameter budget spent three ways (`budget:` blocks; views budget_ways and budget_pairs) ---------------
+
+WAY_WORDS = {"base": "the base", "deeper": "deeper", "wider": "wider", "more_heads": "more heads"}
+BUDGET_WAY_COLUMNS = ["budget_way", "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "n_seeds",
+                      "score_mean", "score_lo", "score_hi", "params", "params_miss", "flops_per_sample",
+                      "train_samples_per_s", "infer_samples_per_s", "kappa_mean"]  # fmt: skip
+BUDGET_PAIR_COLUMNS = ["way_a", "way_b", "n_a", "n_b", "delta", "delta_lo", "delta_hi", "params_ratio", "verdict",
+                       "evidence"]  # fmt: skip
+
+
+def budget_section(con, space: str, headline: Headline) -> str:
+    """Which way spent the budget best: a paragraph per budget (target), then its ways and pairs as tables."""
+    key = (space, headline.name)
+    ways = query(con, "FROM budget_ways WHERE space = ? AND metric = ?", *key)
+    if not ways:
+        return ""
+    pairs = query(con, "FROM budget_pairs WHERE space = ? AND metric = ?", *key)
+    lines = ["\n## Which way spent the parameter budget best?\n"]
+    for group in sorted({(w["family"], w["target_params"]) for w in ways}, key=str):
+        in_group = [w for w in ways if (w["family"], w["target_params"]) == group]
+        compared = [p for p in pairs if (p["family"], p["target_params"]) == group]
+        lines.append(budget_paragraph(in_group, compared, headline, space))
+        lines.append(markdown_table(in_group, BUDGET_WAY_COLUMNS))
+        lines.append(markdown_table(compared, BUDGET_PAIR_COLUMNS))
+    lines.append(
+        "`params_miss` is params / target − 1; Δ is way a's mean minus way b's, with its Welch 95% interval. "
+        'Every number: `sweep sql "FROM budget_ways"`, `sweep sql "FROM budget_pairs"`.\n'
+    )
+    return "\n".join(lines)
+
+
+def budget_paragraph(ways: list[dict], pairs: list[dict], headline: Headline, space: str) -> str:
+    """The budget, each way's match and mean with its interval, the best way, and how sure that is."""
+    name, target = headline.name, ways[0]["target_params"]
+    spent = [w for w in ways if w["budget_way"] != "base" and w["score_mean"] is not None]
+    if not spent:
+        return f"No way of the {target:,}-parameter budget has a finished seed yet.\n"
+    ranked = sorted(spent, key=lambda w: w["rank"])
+    shown = "; ".join(way_words(w, name) for w in ranked)
+    text = f"Target {target:,} parameters, spent {len(spent)} ways (best first): {shown}."
+    best = ranked[0]
+    against = [p for p in pairs if best["budget_way"] in (p["way_a"], p["way_b"])]
+    text += " " + " ".join(pair_words(p, best["budget_way"], name) for p in against)
+    single = min(w["n_seeds"] for w in spent) < 2
+    wins = [p for p in against if pair_verdict(p, best["budget_way"]) == "wins" and p["significant"]]
+    if single:
+        text += (
+            " A way rests on a single seed: no difference here is significant, and the order may be seed noise. "
+            f"More seeds: `sweep rerun {space} --seeds N`."
+        )
+    elif against and len(wins) == len(against):
+        text += f" **{WAY_WORDS[best['budget_way']]}** spent the budget best: it beats every other way by more than "
+        text += f"the tolerance ({headline.tolerance} {headline.unit}), each with a 95% interval that clears it."
+    else:
+        text += (
+            f" No way is confidently best: {WAY_WORDS[best['budget_way']]} has the best mean, but not every "
+            "comparison clears the tolerance with its 95% interval."
+        )
+    return text + "\n"
+
+
+def way_words(way: dict, name: str) -> str:
+    """``deeper (4 blocks × 4 heads of 12, d_model 48, 114,778 params, -1.5%): 80.1% (95% CI 77.0%…83.2%, 5 seeds)``"""
+    interval = (
+        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, {way['n_seeds']} seeds"
+        if way["score_lo"] is not None
+        else "one seed"
+    )
+    return (
+        f"{WAY_WORDS.get(way['budget_way'], way['budget_way'])} ({shape_words(way)}, d_model {way['embed_dim']}, "
+        f"{way['params']:,} params, {way['params_miss']:+.1%}): {format_score(way['score_mean'], name)} ({interval})"
+    )
+
+
+def pair_verdict(pair: dict, way: str) -> str:
+    """The pair's verdict read from ``way``'s side (the view states it for way_a)."""
+    if pair["way_a"] == way:
+        return pair["verdict"]
+    return {"wins": "loses", "loses": "wins"}.get(pair["verdict"], pair["verdict"])
+
+
+def pair_words(pair: dict, way: str, name: str) -> str:
+    """``Against wider: Δ +2.1 (95% CI +0.4…+3.8), wins.`` from ``way``'s side."""
+    sign = 1 if pair["way_a"] == way else -1
+    other = pair["way_b"] if pair["way_a"] == way else pair["way_a"]
+    delta = format_delta(sign * pair["delta"], name)
+    if pair["delta_lo"] is None:
+        interval = pair["evidence"]
+    else:
+        low, high = sorted((sign * pair["delta_lo"], sign * pair["delta_hi"]))
+        interval = f"95% CI {format_delta(low, name)}…{format_delta(high, name)}"
+    return f"Against {WAY_WORDS.get(other, other)}: Δ {delta} ({interval}), {pair_verdict(pair, way)}."

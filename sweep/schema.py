@@ -44,6 +44,10 @@ TRIALS = pa.schema([
     ("mlp_dim", pa.int64()),
     ("attn_dim", pa.int64()),
     ("head_dim_rule", pa.string()),
+    # a space's `budget:` block (sweep/budget.py): how this config spends the budget (base | deeper | wider |
+    # more_heads; NULL outside a budget) and the budget's target, in parameters
+    ("budget_way", pa.string()),
+    ("budget_target_params", pa.int64()),
     ("num_kv_heads", pa.int64()),  # key/value heads (grouped-query attention); = num_heads for multi-head attention
     ("conditioning", pa.string()),  # the intervention on the attention block's conditioning (workers/conditioning.py)
     ("status", pa.string()),  # ok | diverged | oom | error | pruned

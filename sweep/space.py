@@ -340,6 +340,76 @@ class Log(Strict):
         return self.model_copy(update={"trackers": list(dict.fromkeys([*self.trackers, *(trackers or [])]))})
 
 
+BUDGET_WAYS = ("deeper", "wider", "more_heads")  # the ways a `budget:` block spends its parameters
+BUDGET_BASE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")  # what `budget.from` may name
+
+
+class BudgetTarget(Strict):
+    """How many parameters each way spends: ``params`` (a count) or ``factor`` (× the base's params)."""
+
+    params: PositiveInt | None = None
+    factor: float | None = Field(default=None, gt=0.0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BudgetTarget:
+        if (self.params is None) == (self.factor is None):
+            raise ValueError(
+                f"exactly one of `params` and `factor` must be given, but got (params={self.params}, "
+                f"factor={self.factor}); keep one (a profile's target merges with the space's: set the other to null)"
+            )
+        return self
+
+
+class Budget(Strict):
+    """One parameter budget spent three ways from one base shape (``sweep/budget.py`` solves them).
+
+    ``from``: the base, ``baseline`` (the space's baseline) or axis values that pick one of the space's
+    shapes (``{depth: 4, num_heads: 2}``); the base is a config of its own (``budget_way`` ``base``).
+    ``target``: ``{params: N}`` or ``{factor: F}`` (F × the base's params). ``tolerance``: how far, as a
+    fraction of the target, a way's exact count (``measure_shape``) may miss it (0.02: ±2%). ``ways``, each
+    optional, and what each solves for, every other size as the base's:
+
+    - ``deeper``: depth;
+    - ``wider``: d_model, with the MLP at the base's ratio (mlp_dim = round(ratio · d_model)) and attention as
+      wide as d_model; ``wider_keeps`` ``num_heads`` (head_dim = d_model / heads, so d_model steps in multiples
+      of the heads) or ``head_dim`` (heads = d_model / head_dim); d_model is also a multiple of
+      ``width_multiple``;
+    - ``more_heads``: the number of heads at the base's head_dim (attention widens: fixed_head_dim), in
+      multiples of ``heads_multiple``.
+
+    Each way takes the value whose count is nearest the target; beyond the tolerance it is not planned and the
+    space is invalid, with the nearest miss named.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    base: Literal["baseline"] | dict[str, PositiveInt] = Field(default="baseline", alias="from")
+    target: BudgetTarget
+    tolerance: float = Field(default=0.02, gt=0.0, le=0.5)
+    ways: Annotated[list[Literal["deeper", "wider", "more_heads"]], Field(min_length=1)] = list(BUDGET_WAYS)
+    wider_keeps: Literal["num_heads", "head_dim"] = "num_heads"
+    width_multiple: PositiveInt = 1
+    heads_multiple: PositiveInt = 1
+
+    @field_validator("ways")
+    @classmethod
+    def _unique_ways(cls, ways: list[str]) -> list[str]:
+        if len(set(ways)) != len(ways):
+            raise ValueError(f"ways must be unique, but got {ways}; remove the repeats")
+        return ways
+
+    @field_validator("base")
+    @classmethod
+    def _base_keys(cls, base):
+        unknown = sorted(set(base) - set(BUDGET_BASE_KEYS)) if isinstance(base, dict) else []
+        if unknown:
+            raise ValueError(
+                f"keys must be among {', '.join(BUDGET_BASE_KEYS)}, but got {unknown}; remove them, or write "
+                "`from: baseline`"
+            )
+        return base
+
+
 class Profile(Strict):
     """A named budget: overrides merged over the space (nested keys merge; lists replace)."""
 
@@ -359,6 +429,7 @@ class Profile(Strict):
     metric: dict[str, Any] | None = None
     published: list[Any] | None = None
     log: list[Any] | dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
 
 
 class Space(Strict):
@@ -386,6 +457,7 @@ class Space(Strict):
     metric: Metric = Metric()
     published: list[Published] = []
     log: Log = Log()
+    budget: Budget | None = None  # one parameter budget spent deeper, wider or on more heads (Budget)
     profiles: dict[str, Profile] = {}
     default_profile: str | None = None
 
@@ -428,6 +500,7 @@ SECTION_MODELS = {
     "search": OptunaSearchSpec,
     "metric": Metric,
     "log": Log,
+    "budget": Budget,
 }
 
 

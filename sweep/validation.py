@@ -7,14 +7,18 @@ Rules about one section alone are pydantic validators on the models in ``sweep/s
 
 from __future__ import annotations
 
+from sweep.budget import miss_issue
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
 from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
 from sweep.plan import (
     FAMILY_KEYS,
     VALUED_AXES,
     Shape,
+    budget_base,
+    constraint_violation,
     enumerate_shapes,
     model_fields,
+    plan_budgets,
     resolve_baseline,
 )
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
@@ -54,6 +58,8 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     ]
     if not issues:
         issues += shape_issues(space, file)
+    if not issues:
+        issues += budget_issues(space, file)
     return issues
 
 
@@ -307,6 +313,30 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
                 )
             ]
     return []
+
+
+def budget_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """A ``budget:`` block's base is one of the space's shapes, and every way it asks for reaches the target
+    within the tolerance (else the nearest miss and what to change) without breaking a constraint."""
+    if space.budget is None:
+        return []
+    shapes, _ = enumerate_shapes(space)
+    issues = []
+    for family in space.families():
+        if budget_base(space, shapes, family) is None:
+            where = f" of family {family}" if len(space.families()) > 1 else ""
+            rule = f"must name one of the space's shapes{where} (the budget's base is a config of its own)"
+            fix = "write `from: baseline`, or values of a shape the axes give"
+            issues.append(ConfigIssue(file, "budget.from", rule, space.budget.base, fix))
+    for budget in plan_budgets(space, shapes):
+        for way in budget.ways:
+            if way.shape is None:
+                issues.append(ConfigIssue(file, "budget.ways", *miss_issue(way)))
+            elif reason := constraint_violation(space, way.shape):
+                rule = f"{way.way}'s shape ({way.dimension}={way.value}) must meet the constraints"
+                fix = f"relax the constraint, or drop {way.way} from budget.ways"
+                issues.append(ConfigIssue(file, "budget.ways", rule, reason, fix))
+    return issues
 
 
 def check_data(space: Space, space_ref: str) -> None:

@@ -495,6 +495,7 @@ def write_report(
     extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
+    extra += conditioning_section(con, space, headline)
     extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
@@ -681,3 +682,117 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
     if data.verdicts:
         parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
     return parts
+
+
+# --- conditioning interventions (workers/conditioning.py; views conditioning_effect, conditioning_vs_heads) -----
+
+
+def conditioning_section(con, space: str, headline: Headline) -> str:
+    """For a space whose configs differ in ``conditioning``: one paragraph on whether conditioning alone
+    reproduces what extra heads do at a shallower depth. Nothing for other spaces."""
+    key = (space, headline.name)
+    kinds = con.execute(
+        "SELECT count(DISTINCT conditioning) FROM configs WHERE space = ? AND metric = ?", list(key)
+    ).fetchone()[0]
+    if kinds < 2:
+        return ""
+    versus = query(con, "FROM conditioning_vs_heads WHERE space = ? AND metric = ? ORDER BY depth, conditioning", *key)
+    effects = query(con, "FROM conditioning_effect WHERE space = ? AND metric = ?", *key)
+    return "\n## Is conditioning what depth was buying?\n\n" + conditioning_paragraph(versus, effects, headline) + "\n"
+
+
+def interval_words(row: dict, field: str, name: str) -> str:
+    """``row[field]`` with its interval (``field_lo``, ``field_hi``): ``+1.2 (95% CI -0.3…+2.7)``, or
+    ``+1.2 (single seed)`` where there is no interval."""
+    value, lo, hi = row[field], row[f"{field}_lo"], row[f"{field}_hi"]
+    if lo is None or hi is None:
+        return f"{format_delta(value, name)} (single seed)"
+    return f"{format_delta(value, name)} (95% CI {format_delta(lo, name)}…{format_delta(hi, name)})"
+
+
+def kappa_words(row: dict, effects: list[dict]) -> str:
+    """How far the intervention moved κ at that shape: the ratio with its interval, from conditioning_effect."""
+    same = [
+        e
+        for e in effects
+        if (e["depth"], e["num_heads"], e["head_dim"], e["conditioning"])
+        == (row["depth"], row["num_heads"], row["head_dim"], row["conditioning"])
+    ]
+    if not same or same[0]["kappa_ratio"] is None:
+        return "κ not recorded"  # (reads "with κ not recorded")
+    e = same[0]
+    if e["kappa_ratio_lo"] is None:
+        return f"κ ×{e['kappa_ratio']:.3g} (single seed)"
+    moved = "moved" if e["kappa_moved"] else "not shown to move"
+    return f"κ ×{e['kappa_ratio']:.3g} (95% CI ×{e['kappa_ratio_lo']:.3g}…×{e['kappa_ratio_hi']:.3g}, {moved})"
+
+
+def conditioning_paragraph(versus: list[dict], effects: list[dict], headline: Headline) -> str:
+    """The answer from ``conditioning_vs_heads`` (and κ from ``conditioning_effect``), in words, with the
+    intervals; says so when a figure rests on a single seed and when a verdict is open."""
+    if not versus:
+        return (
+            "This space varies the conditioning intervention, but has no config below the baseline's depth at "
+            "its heads with both `none` and an intervention, so the question cannot be answered here "
+            '(`sweep sql "FROM conditioning_effect"` still compares each intervention with `none`).'
+        )
+    name, sentences = headline.name, []
+    for depth in sorted({r["depth"] for r in versus}):
+        rows = [r for r in versus if r["depth"] == depth]
+        first = rows[0]
+        text = (
+            f"At depth {depth} (baseline {first['baseline_depth']} blocks × {first['num_heads']} heads of "
+            f"{first['head_dim']}), the missing depth costs {interval_words(first, 'gap', name)} "
+            f"{headline.unit} of {headline.label} (signed so that positive is better)."
+        )
+        if first["heads_score"] is not None:
+            text += (
+                f" The best more-heads config ({first['heads_num_heads']} heads of {first['heads_head_dim']}) "
+                f"recovers {interval_words(first, 'heads_recovery', name)}: "
+                f"it {first['heads_verdict']}."
+            )
+        for r in rows:
+            text += (
+                f" `{r['conditioning']}`, with {kappa_words(r, effects)}, recovers "
+                f"{interval_words(r, 'conditioning_recovery', name)}: "
+                f"it {r['verdict']}."
+            )
+        sentences.append(text)
+    return " ".join(sentences) + " " + conditioning_conclusion(versus)
+
+
+def conditioning_conclusion(versus: list[dict]) -> str:
+    """One sentence: does conditioning alone reproduce the heads' effect on this task?"""
+    seeded = [r for r in versus if r["evidence"] != "single seed"]
+    more_seeds = f"`sweep rerun {versus[0]['space']} --seeds 3`"
+    if not seeded:
+        closes = [r for r in versus if r["verdict"].startswith("closes the gap")]
+        return "On single seeds nothing here is significant: " + (
+            f"{', '.join(sorted({'`' + r['conditioning'] + '`' for r in closes}))} came within the tolerance "
+            f"of the baseline on point values only; add seeds to judge ({more_seeds})."
+            if closes
+            else f"no intervention came within the tolerance of the baseline; add seeds to judge ({more_seeds})."
+        )
+    closes = [r for r in seeded if r["verdict"] == "closes the gap"]
+    narrows = [r for r in seeded if r["verdict"] == "narrows the gap, does not close it"]
+    heads_close = [r for r in seeded if r["heads_verdict"] == "closes the gap"]
+    names = lambda rows: ", ".join(sorted({f"`{r['conditioning']}`" for r in rows}))  # noqa: E731
+    if closes:
+        return (
+            f"So on this task conditioning alone reproduces the heads' effect: {names(closes)} closes the gap "
+            f"at the baseline's heads{' as more heads do' if heads_close else ''} (95% intervals)."
+        )
+    if narrows:
+        return (
+            f"So on this task conditioning reproduces part of the heads' effect: {names(narrows)} narrows the gap "
+            f"without closing it{', where more heads close it' if heads_close else ''} (95% intervals)."
+        )
+    if all(r["verdict"] in ("no recovery: the gap stays", "widens the gap") for r in seeded):
+        return (
+            "So on this task conditioning alone does not reproduce the heads' effect: no intervention recovers "
+            f"any of the gap{' that more heads close' if heads_close else ''} (95% intervals)."
+        )
+    return (
+        "So on this task whether conditioning reproduces the heads' effect is open: the intervals allow both "
+        f"(more seeds narrow them: {more_seeds.replace('3', '5')})."
+    )

@@ -710,17 +710,17 @@ def interval_words(row: dict, field: str, name: str) -> str:
     return f"{format_delta(value, name)} (95% CI {format_delta(lo, name)}…{format_delta(hi, name)})"
 
 
+def effect_for(row: dict, effects: list[dict]) -> dict | None:
+    """The ``conditioning_effect`` row of a ``conditioning_vs_heads`` row's shallow shape and intervention."""
+    key = ("depth", "num_heads", "head_dim", "conditioning")
+    return next((e for e in effects if all(e[k] == row[k] for k in key)), None)
+
+
 def kappa_words(row: dict, effects: list[dict]) -> str:
     """How far the intervention moved κ at that shape: the ratio with its interval, from conditioning_effect."""
-    same = [
-        e
-        for e in effects
-        if (e["depth"], e["num_heads"], e["head_dim"], e["conditioning"])
-        == (row["depth"], row["num_heads"], row["head_dim"], row["conditioning"])
-    ]
-    if not same or same[0]["kappa_ratio"] is None:
+    e = effect_for(row, effects)
+    if e is None or e["kappa_ratio"] is None:
         return "κ not recorded"  # (reads "with κ not recorded")
-    e = same[0]
     if e["kappa_ratio_lo"] is None:
         return f"κ ×{e['kappa_ratio']:.3g} (single seed)"
     moved = "moved" if e["kappa_moved"] else "not shown to move"
@@ -748,23 +748,49 @@ def conditioning_paragraph(versus: list[dict], effects: list[dict], headline: He
         if first["heads_score"] is not None:
             text += (
                 f" The best more-heads config ({first['heads_num_heads']} heads of {first['heads_head_dim']}) "
-                f"recovers {interval_words(first, 'heads_recovery', name)}: "
-                f"it {first['heads_verdict']}."
+                f"recovers {interval_words(first, 'heads_recovery', name)}; "
+                f"verdict: {first['heads_verdict']}."
             )
         for r in rows:
             text += (
                 f" `{r['conditioning']}`, with {kappa_words(r, effects)}, recovers "
-                f"{interval_words(r, 'conditioning_recovery', name)}: "
-                f"it {r['verdict']}."
+                f"{interval_words(r, 'conditioning_recovery', name)}; "
+                f"verdict: {r['verdict']}."
             )
         sentences.append(text)
-    return " ".join(sentences) + " " + conditioning_conclusion(versus)
+    return " ".join(sentences) + " " + conditioning_conclusion(versus) + kappa_mechanism(versus, effects)
+
+
+def kappa_mechanism(versus: list[dict], effects: list[dict]) -> str:
+    """Whether score followed κ across the interventions (95% intervals only): κ moved with no recovery
+    shown, or a recovery with κ not shown to move, both say κ is not what the score follows here."""
+    moved_idle, gained_still = [], []
+    for r in versus:
+        e = effect_for(r, effects)
+        if r["evidence"] == "single seed" or e is None or e["kappa_moved"] is None:
+            continue
+        recovered = r["conditioning_recovery_lo"] is not None and r["conditioning_recovery_lo"] > 0
+        held_zero = r["conditioning_recovery_lo"] <= 0 <= r["conditioning_recovery_hi"]
+        if e["kappa_moved"] and e["kappa_ratio"] < 1 and held_zero:
+            moved_idle.append(f"`{r['conditioning']}` (depth {r['depth']}: κ ×{e['kappa_ratio']:.3g})")
+        if recovered and not e["kappa_moved"]:
+            gained_still.append(f"`{r['conditioning']}` (depth {r['depth']})")
+    text = ""
+    if moved_idle:
+        text += f" Lowering κ alone bought no score here: {', '.join(moved_idle)} lowered κ with no recovery shown."
+    if gained_still:
+        text += (
+            f" {', '.join(gained_still)} recovered score with κ not shown to move: that gain does not come "
+            "through κ as measured."
+        )
+    return text
 
 
 def conditioning_conclusion(versus: list[dict]) -> str:
     """One sentence: does conditioning alone reproduce the heads' effect on this task?"""
     seeded = [r for r in versus if r["evidence"] != "single seed"]
-    more_seeds = f"`sweep rerun {versus[0]['space']} --seeds 3`"
+    space = versus[0]["space"]
+    more_seeds = f"`sweep rerun {space} --seeds 3`"
     if not seeded:
         closes = [r for r in versus if r["verdict"].startswith("closes the gap")]
         return "On single seeds nothing here is significant: " + (
@@ -794,5 +820,5 @@ def conditioning_conclusion(versus: list[dict]) -> str:
         )
     return (
         "So on this task whether conditioning reproduces the heads' effect is open: the intervals allow both "
-        f"(more seeds narrow them: {more_seeds.replace('3', '5')})."
+        f"(more seeds narrow them: `sweep rerun {space} --seeds 5`)."
     )

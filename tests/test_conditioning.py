@@ -239,24 +239,33 @@ PLANT = {  # (depth, heads, conditioning): (mean top-1, κ)
 }  # fmt: skip
 
 
+def planted_rows_of(space, seeds=(0, 1, 2), changes=None):
+    from tests.helpers import trial_row
+
+    return [
+        trial_row(space, d, h, seed, mean + 0.2 * (seed - 1), baseline=(2, 1), conditioning=c,
+                  kappa=kappa * np.exp(0.1 * (seed - 1)))
+        for (d, h, c), (mean, kappa) in {**PLANT, **(changes or {})}.items() for seed in seeds
+    ]  # fmt: skip
+
+
+# Three plantings as three spaces of one results folder, imported and opened once (DuckDB's views are built
+# once per connection): `cond` as PLANT says; `cond1`, one seed each; `condk`, where κ and score part ways:
+# the log-κ penalty lowers κ 1000× and recovers nothing, the preconditioner leaves κ and recovers 10 points.
+KAPPA_APART = {(1, 1, "kappa_penalty"): (60.0, 1e4), (1, 1, "preconditioned"): (70.0, 1e7)}
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """The three-seed planting, imported once for the tests that read it."""
-    return plant(tmp_path_factory.mktemp("planted"))
-
-
-def plant(tmp_path, seeds=(0, 1, 2)):
     from sweep.importer import import_file
-    from tests.helpers import trial_row, write_csv
+    from sweep.sql import connect
+    from tests.helpers import write_csv
 
-    rows = [
-        trial_row("cond", d, h, seed, mean + 0.2 * (seed - 1), baseline=(2, 1), conditioning=c,
-                  kappa=kappa * np.exp(0.1 * (seed - 1)))
-        for (d, h, c), (mean, kappa) in PLANT.items() for seed in seeds
-    ]  # fmt: skip
-    results = tmp_path / "results"
-    import_file(write_csv(tmp_path / "cond.csv", rows), results)
-    return results
+    folder = tmp_path_factory.mktemp("planted")
+    rows = planted_rows_of("cond") + planted_rows_of("cond1", seeds=(1,))
+    rows += planted_rows_of("condk", changes=KAPPA_APART)
+    import_file(write_csv(folder / "cond.csv", rows), folder / "results")
+    return connect(folder / "results")
 
 
 def seeds_of(key):
@@ -272,10 +281,14 @@ def welch(a, b):
     return a.mean() - b.mean(), interval.low, interval.high
 
 
-def test_conditioning_effect_matches_scipy_on_planted_rows(planted):
-    from tests.helpers import query
+def view_rows(con, view, space="cond"):
+    from sweep.report import query
 
-    rows = {r["conditioning"]: r for r in query(planted, "FROM conditioning_effect WHERE depth = 1")}
+    return {r["conditioning"]: r for r in query(con, f"FROM {view} WHERE space = ? AND depth = 1", space)}
+
+
+def test_conditioning_effect_matches_scipy_on_planted_rows(planted):
+    rows = view_rows(planted, "conditioning_effect")
     assert set(rows) == {"preconditioned", "kappa_penalty", "orthogonality"}
     score0, logk0 = seeds_of((1, 1, "none"))
     for kind, row in rows.items():
@@ -293,9 +306,7 @@ def test_conditioning_effect_matches_scipy_on_planted_rows(planted):
 
 
 def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
-    from tests.helpers import query
-
-    rows = {r["conditioning"]: r for r in query(planted, "FROM conditioning_vs_heads")}
+    rows = view_rows(planted, "conditioning_vs_heads")
     base, shallow, heads = (seeds_of(k)[0] for k in [(2, 1, "none"), (1, 1, "none"), (1, 16, "none")])
     for kind, row in rows.items():
         treated = seeds_of((1, 1, kind))[0]
@@ -314,26 +325,38 @@ def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
     assert rows["kappa_penalty"]["kappa_ratio"] == pytest.approx(1e-3)
 
 
-def conditioning_report(results):
+def conditioning_report(con, space="cond"):
     from sweep.report import Headline, conditioning_section
-    from sweep.sql import connect
 
-    return conditioning_section(connect(results), "cond", Headline("top1", "max", 0.5))
+    return conditioning_section(con, space, Headline("top1", "max", 0.5))
 
 
 def test_the_report_says_whether_conditioning_reproduces_the_heads_effect(planted):
     text = conditioning_report(planted)
     assert text.startswith("\n## Is conditioning what depth was buying?")
     assert "the missing depth costs +20.0 (95% CI +19.5…+20.5)" in text
-    assert "16 heads of 4) recovers +20.0 (95% CI +19.5…+20.5): it closes the gap" in text
+    assert "16 heads of 4) recovers +20.0 (95% CI +19.5…+20.5); verdict: closes the gap" in text
     assert "`preconditioned`, with κ ×0.5 (95% CI ×0.399…×0.627, moved), recovers +20.1 (95% CI +19.6…+20.6)" in text
     assert "`orthogonality`, with κ ×1 (95% CI ×0.797…×1.25, not shown to move), recovers -2.0" in text
-    assert "`kappa_penalty`, with κ ×0.001" in text and "it narrows the gap, does not close it" in text
+    assert "`kappa_penalty`, with κ ×0.001" in text and "verdict: narrows the gap, does not close it" in text
     assert "conditioning alone reproduces the heads' effect: `preconditioned` closes the gap" in text
 
 
-def test_the_report_on_single_seeds_says_nothing_is_significant(tmp_path):
-    text = conditioning_report(plant(tmp_path, seeds=(1,)))
+def test_the_report_on_single_seeds_says_nothing_is_significant(planted):
+    text = conditioning_report(planted, "cond1")
     assert "recovers +20.1 (single seed)" in text and "κ ×0.5 (single seed)" in text
     assert "On single seeds nothing here is significant: `preconditioned` came within the tolerance" in text
     assert "(95% CI" not in text
+
+
+def test_the_report_says_when_score_does_not_follow_kappa(planted):
+    """κ lowered 1000× with no recovery, and a recovery with κ unmoved: both said, with the shape."""
+    text = conditioning_report(planted, "condk")
+    assert "Lowering κ alone bought no score here: `kappa_penalty` (depth 1: κ ×0.001) lowered κ" in text
+    assert "`preconditioned` (depth 1) recovered score with κ not shown to move" in text
+    assert "narrows the gap, does not close it" in text  # the preconditioner's +10 of 20
+
+
+def test_the_report_on_planted_truth_draws_no_mechanism_it_cannot_see(planted):
+    text = conditioning_report(planted)
+    assert "Lowering κ alone" not in text and "not come through κ" not in text

@@ -116,7 +116,9 @@ def precondition(block: torch.Tensor, causal: bool = False, mask: torch.Tensor |
     """A · C for blocks (…, N, D), C = s · diag(1/r) as the module docstring defines it.
 
     ``causal``: r and s at row t from rows ≤ t only. ``mask`` (…, N) bool, True for real tokens: the
-    statistics over real rows only (non-causal)."""
+    statistics over real rows only (non-causal). The statistics are taken in float32 at least (a bf16 running
+    sum drifts), the result is in the block's dtype."""
+    out_dtype, block = block.dtype, block.to(torch.promote_types(block.dtype, torch.float32))
     squares = block * block
     if causal:
         counts = torch.arange(1, block.shape[-2] + 1, device=block.device, dtype=block.dtype)
@@ -128,7 +130,7 @@ def precondition(block: torch.Tensor, causal: bool = False, mask: torch.Tensor |
         mean_square = squares.mean(dim=-2, keepdim=True)  # (…, 1, D)
     mean_square = mean_square + EPS
     scale = mean_square.mean(dim=-1, keepdim=True).sqrt()  # s: the RMS over the block's columns
-    return block * (scale / mean_square.sqrt())
+    return (block * (scale / mean_square.sqrt())).to(out_dtype)
 
 
 def precondition_blocks(blocks, causal: bool):

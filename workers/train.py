@@ -23,6 +23,7 @@ from timm.optim import param_groups_weight_decay
 from torch import nn
 
 from workers.batch import Inputs, forward
+from workers.conditioning import clear as clear_conditioning
 from workers.conditioning import penalty as conditioning_penalty
 from workers.config import TrainSpec
 from workers.devices import synchronize
@@ -210,6 +211,7 @@ def _train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torc
         inputs = inputs.contiguous(memory_format=torch.channels_last)
     ctx.optimizer.zero_grad(set_to_none=True)  # before the forward: last step's gradients are not kept alive
     model = ctx.model if ctx.step_model is None else ctx.step_model
+    clear_conditioning(ctx.model)  # no block recorded by an earlier forward enters this step's penalty
     with autocast_for(ctx.device, ctx.spec):
         loss = ctx.loss_fn(*flatten_tokens(forward(model, inputs), labels))
     extra = conditioning_penalty(ctx.model)  # λ · penalty on A, or None (workers/conditioning.py)

@@ -758,7 +758,24 @@ def conditioning_paragraph(versus: list[dict], effects: list[dict], headline: He
                 f"verdict: {r['verdict']}."
             )
         sentences.append(text)
-    return " ".join(sentences) + " " + conditioning_conclusion(versus) + kappa_mechanism(versus, effects)
+    conclusion = conditioning_conclusion(versus) + against_heads(versus, headline)
+    return " ".join(sentences) + " " + conclusion + kappa_mechanism(versus, effects)
+
+
+def against_heads(versus: list[dict], headline: Headline) -> str:
+    """Each intervention against the best more-heads config at its depth (``as_much_as_heads``): which
+    recover confidently as much as heads (within tolerance), which confidently less."""
+    text = ""
+    kinds = ((True, "as much as more heads do (within the tolerance)"), (False, "less than more heads do"))
+    for verdict, words in kinds:
+        rows = [r for r in versus if r["as_much_as_heads"] is verdict]
+        if rows:
+            figures = "; ".join(
+                f"`{r['conditioning']}` at depth {r['depth']} {interval_words(r, 'cond_minus_heads', headline.name)}"
+                for r in rows
+            )
+            text += f" Confidently {words}, intervention − best more heads: {figures}."
+    return text
 
 
 def kappa_mechanism(versus: list[dict], effects: list[dict]) -> str:
@@ -817,6 +834,12 @@ def conditioning_conclusion(versus: list[dict]) -> str:
         return (
             "So on this task conditioning alone does not reproduce the heads' effect: no intervention recovers "
             f"any of the gap{' that more heads close' if heads_close else ''} (95% intervals)."
+        )
+    if all(r["as_much_as_heads"] is False for r in seeded):
+        return (
+            "So on this task conditioning alone does not reproduce what the heads do: whether an intervention "
+            "closes the gap to the baseline is still open (the intervals allow both), but none recovers as much "
+            "as more heads."
         )
     return (
         "So on this task whether conditioning reproduces the heads' effect is open: the intervals allow both "

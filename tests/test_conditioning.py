@@ -340,6 +340,11 @@ def test_the_report_says_whether_conditioning_reproduces_the_heads_effect(plante
     assert "`orthogonality`, with κ ×1 (95% CI ×0.797…×1.25, not shown to move), recovers -2.0" in text
     assert "`kappa_penalty`, with κ ×0.001" in text and "verdict: narrows the gap, does not close it" in text
     assert "conditioning alone reproduces the heads' effect: `preconditioned` closes the gap" in text
+    assert "Confidently as much as more heads do (within the tolerance), intervention − best more heads: " in text
+    assert "`preconditioned` at depth 1 +0.1 (95% CI -0.4…+0.6)" in text
+    assert "Confidently less than more heads do, intervention − best more heads: `kappa_penalty` at depth 1 -18.0" in (
+        text
+    )
 
 
 def test_the_report_on_single_seeds_says_nothing_is_significant(planted):

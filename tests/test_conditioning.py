@@ -204,6 +204,12 @@ def test_parameters_and_flops_are_unchanged(kind):
     assert params(build_on_meta(variant_spec("vit_tiny_patch16_224", conditioning=kind))) == timm_tiny == 5_717_416
     for make in (vit_spec, gpt2_spec, encoder_spec):
         assert params(build_model(make(conditioning=kind))) == params(build_model(make()))
+    from transformers import GPT2LMHeadModel
+
+    from workers.families.gpt2 import gpt2_config
+
+    hf_own = params(GPT2LMHeadModel(gpt2_config(gpt2_spec())))  # HF's GPT-2 of that shape, built directly
+    assert params(build_model(gpt2_spec(conditioning=kind))) == hf_own
     # ViT, 17 tokens of width 32, 4 heads of 8, MLP 64, one channel of 8×8 in patches of 2, 10 classes:
     # per block qkv 2·17·32·96, scores and values 2·(2·17·17·32), proj 2·17·32·32, MLP 2·(2·17·32·64);
     # patch embedding 2·16·32·4, classifier 2·32·10. The preconditioner's elementwise ops are not counted.

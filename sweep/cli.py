@@ -205,6 +205,8 @@ def plan_rows(plan: Plan) -> list[dict]:
             "params": config.params, "flops_per_sample": config.flops_per_sample,
             "seeds": len(plan.seeds),
         })  # fmt: skip
+        if len(plan.space.axis_values("conditioning")) > 1:  # workers/conditioning.py's interventions
+            rows[-1]["conditioning"] = shape.conditioning
     return rows
 
 

@@ -54,14 +54,22 @@ def query(results: Path, sql: str, tolerance: float | None = None) -> list[dict]
 # --- planted trial rows, imported as CSV --------------------------------------------------------------------
 
 
-def trial_row(space, depth, heads, seed, top1, width=64, status="ok", baseline=(4, 4)):
-    return {
+def trial_row(space, depth, heads, seed, top1, width=64, status="ok", baseline=(4, 4), conditioning=None, kappa=None):
+    """One planted trial; ``conditioning`` (an intervention, or None: the column left out, read as 'none')
+    joins the config id, and ``kappa`` replaces the default kappa_mean of 1000 / heads."""
+    row = {
         "space": space, "config_id": f"{space}-d{depth}-h{heads}", "seed": seed,
         "is_baseline": (depth, heads) == baseline, "family": "vit", "depth": depth, "num_heads": heads,
         "head_dim": width // heads, "embed_dim": width, "mlp_dim": 128, "status": status,
         "top1": top1 if status == "ok" else None, "params": 1000 * depth + heads, "train_samples_per_s": 100.0 / depth,
-        "infer_samples_per_s": 300.0 / depth, "peak_mem_bytes": 10**6 * depth, "kappa_mean": 1000.0 / heads,
+        "infer_samples_per_s": 300.0 / depth, "peak_mem_bytes": 10**6 * depth,
+        "kappa_mean": 1000.0 / heads if kappa is None else kappa,
     }  # fmt: skip
+    if conditioning is not None:
+        row["conditioning"] = conditioning
+        row["config_id"] += f"-{conditioning}"
+        row["is_baseline"] = row["is_baseline"] and conditioning == "none"
+    return row
 
 
 def planted_rows(space: str, means: dict[tuple[int, int], float], noise: float) -> list[dict]:

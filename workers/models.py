@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from workers.conditioning import install as install_conditioning
 from workers.config import ModelSpec
 from workers.families.base import Family, KappaLayer, ModelConfigError
 from workers.families.crammed_bert import CRAMMED_BERT
@@ -88,9 +89,10 @@ def variant_spec(name: str, **overrides) -> ModelSpec:
 def build_model(spec: ModelSpec) -> nn.Module:
     """Build the model for ``spec`` with its family's builder (weights randomly initialised).
 
-    Every field the family cannot take is reported at once, as a ModelConfigError.
+    Every field the family cannot take is reported at once, as a ModelConfigError. A ``conditioning``
+    intervention is hooked in here (``workers/conditioning.py``), so every build of the spec carries it.
     """
-    return get_family(spec.family).build_checked(spec)
+    return install_conditioning(spec, get_family(spec.family).build_checked(spec))
 
 
 def attention_layers(spec: ModelSpec, model: nn.Module) -> list[tuple[str, nn.Module]]:

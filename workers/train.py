@@ -1,8 +1,9 @@
 """The training loop, split into its parts: seeding, optimiser and schedule, one step, one epoch, evaluation.
 
 Recipe: AdamW (no weight decay on biases, norms, tokens and position embeddings, as timm does), linear
-warm-up then cosine decay of the learning rate per step, label-smoothed cross-entropy, gradient clipping
-by global 2-norm, and bf16 autocast on CUDA.
+warm-up then cosine decay of the learning rate per step, label-smoothed cross-entropy (plus λ · a
+conditioning penalty when the model has one, ``workers/conditioning.py``; ``train_loss`` stays the
+cross-entropy), gradient clipping by global 2-norm, and bf16 autocast on CUDA.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from timm.optim import param_groups_weight_decay
 from torch import nn
 
 from workers.batch import Inputs, forward
+from workers.conditioning import clear as clear_conditioning
+from workers.conditioning import penalty as conditioning_penalty
 from workers.config import TrainSpec
 from workers.devices import synchronize
 
@@ -202,13 +205,17 @@ def train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torch
 
 
 def _train_step(ctx: TrainContext, inputs: Inputs, labels: torch.Tensor) -> torch.Tensor:
+    """The step itself. With a conditioning penalty (``workers/conditioning.py``) the gradient is that of
+    task loss + λ · penalty; the returned loss, and so ``train_loss``, is the task loss alone."""
     if ctx.spec.channels_last and isinstance(inputs, torch.Tensor) and inputs.ndim == 4:
         inputs = inputs.contiguous(memory_format=torch.channels_last)
     ctx.optimizer.zero_grad(set_to_none=True)  # before the forward: last step's gradients are not kept alive
     model = ctx.model if ctx.step_model is None else ctx.step_model
+    clear_conditioning(ctx.model)  # no block recorded by an earlier forward enters this step's penalty
     with autocast_for(ctx.device, ctx.spec):
         loss = ctx.loss_fn(*flatten_tokens(forward(model, inputs), labels))
-    loss.backward()
+    extra = conditioning_penalty(ctx.model)  # λ · penalty on A, or None (workers/conditioning.py)
+    (loss if extra is None else loss + extra).backward()
     if ctx.spec.grad_clip_norm is not None:
         torch.nn.utils.clip_grad_norm_(ctx.model.parameters(), ctx.spec.grad_clip_norm)
     ctx.optimizer.step()

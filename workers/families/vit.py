@@ -106,7 +106,7 @@ VIT = Family(
     mlp_layers=vit_mlp_layers,
     kappa_layers=vit_kappa_layers,
     num_tokens=vit_tokens,
-    accepts=("head_dim",),
+    accepts=("head_dim", "conditioning", "conditioning_weight"),
 )
 DEIT = dataclasses.replace(
     VIT,

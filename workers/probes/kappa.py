@@ -21,6 +21,9 @@ values are then computed in float64. So κ carries float64 rounding only (relati
 float32 A is off by roughly κ · 1e-9 … 1e-8 relative (1e-4 … 1e-3 at κ ≈ 1e5, percent level at 1e6 – 1e7,
 tests/test_measurement.py), and past κ ≈ 1e8 it measures float32's noise floor, not A.
 For token sequences N is each sample's real length: padding rows are dropped.
+With the ``preconditioned`` conditioning intervention (``workers/conditioning.py``) the block measured is
+the one the output projection receives, A · C: the same diagonal C is applied to the float64 A here
+(causally for gpt2, over the real tokens for padded sequences). The penalties leave the forward unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch
 from torch import nn
 
 from workers.batch import Inputs, batch_size, device_of, forward, padding_mask
+from workers.conditioning import is_causal, precondition_blocks
 from workers.config import ModelSpec
 from workers.families.base import PerImageBlocks
 from workers.models import kappa_layers
@@ -96,7 +100,8 @@ def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: Inputs) -> list[d
             rows = []
             for index, (layer, tokens) in enumerate(zip(layers, inputs, strict=True)):
                 extra = (mask,) if layer.needs_mask else ()
-                kappas = per_image_kappa(layer.block(layer.module, tokens, batch_size(images), *extra))
+                blocks = layer.block(layer.module, tokens, batch_size(images), *extra)
+                kappas = per_image_kappa(conditioned_blocks(spec, blocks))
                 rows.append(
                     {
                         "layer": index,
@@ -109,6 +114,14 @@ def kappa_per_layer(spec: ModelSpec, model: nn.Module, images: Inputs) -> list[d
     finally:
         model.train(was_training)
     return rows
+
+
+def conditioned_blocks(spec: ModelSpec, blocks):
+    """The blocks the output projections receive: A itself, or for the ``preconditioned`` intervention
+    A · C with the model's own diagonal C (``workers/conditioning.py``), applied here in float64."""
+    if spec.resolved_conditioning != "preconditioned":
+        return blocks
+    return precondition_blocks(blocks, causal=is_causal(spec.family))
 
 
 def summarise_kappa(rows: list[dict]) -> dict[str, float]:

@@ -239,8 +239,8 @@ def test_kappa_theory_of_a_space_says_its_parametrisation_and_where_the_bound_ap
         main(["kappa-theory", "--space", "mqar_recall", "--profile", "cpu", "--samples", "4", "--format", "json"]) == 0
     )
     rows = json.loads(capsys.readouterr().out)
-    assert {(r["heads"], r["head_dim"], r["width_D"], r["tokens_N"]) for r in rows} == {(1, 64, 64, 16), (4, 16, 64, 16),
-                                                                                        (16, 4, 64, 16)}  # fmt: skip
+    shapes = {(r["heads"], r["head_dim"], r["width_D"], r["tokens_N"]) for r in rows}
+    assert shapes == {(1, 64, 64, 16), (4, 16, 64, 16), (16, 4, 64, 16)}
     assert all(r["kappa_theorem"] == pytest.approx(3.0) and r["parametrisation"] == "fixed d_model" for r in rows)
     assert main(["kappa-theory", "--space", "gpt2_tinystories", "--samples", "2"]) == 0
     text = " ".join(capsys.readouterr().out.split())  # the paragraph is wrapped
@@ -262,6 +262,6 @@ def test_report_puts_the_theorem_beside_the_measured_kappa(tmp_path):
     section = text.split("## Theory beside practice (Theorem 3.2)", 1)[1]
     assert "**Fixed d_model.** With d_model fixed, D = heads × head_dim is 64 whatever the heads" in section
     assert "Where D ≤ N = 128 the theorem does not apply" in section and "D = 64: 5.83" in section
-    assert (128**0.5 + 8) / (128**0.5 - 8) == pytest.approx(5.828, abs=1e-3)
+    assert pytest.approx(5.828, abs=1e-3) == (128**0.5 + 8) / (128**0.5 - 8)
     table = [line for line in section.splitlines() if line.startswith("| 16 ")]
     assert table and "D < N (theorem does not apply)" in table[0]

@@ -815,6 +815,8 @@ def pair_words(pair: dict, way: str, name: str) -> str:
         low, high = sorted((sign * pair["delta_lo"], sign * pair["delta_hi"]))
         interval = f"95% CI {format_delta(low, name)}…{format_delta(high, name)}"
     return f"Against {WAY_WORDS.get(other, other)}: Δ {delta} ({interval}), {pair_verdict(pair, way)}."
+
+
 # --- conditioning interventions (workers/conditioning.py; views conditioning_effect, conditioning_vs_heads) -----
 
 

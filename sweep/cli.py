@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
-from sweep.plan import Plan, compare_published, make_plan
+from sweep.plan import Plan, compare_published, control_rows, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
 from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
@@ -200,7 +200,7 @@ def plan_rows(plan: Plan) -> list[dict]:
             "num_heads": shape.num_heads, "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
             "params": config.params, "flops_per_sample": config.flops_per_sample,
-            "seeds": len(plan.seeds),
+            "seeds": len(plan.seeds), **({"control": config.control or ""} if plan.controls else {}),
         })  # fmt: skip
     return rows
 
@@ -236,6 +236,7 @@ def print_published(plan: Plan) -> None:
         score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
         count = f"{row['published_params_m']:.1f}M" if row["published_params_m"] else "no parameter count"
         head = f"published {row['label']} ({shape}): {count}{score}"
+        head += f" [the {row['control']} control]" if row.get("control") else ""
         if row["planned_params_m"] is None:
             print(f"{head}; not in this profile's grid")
             continue
@@ -246,6 +247,23 @@ def print_published(plan: Plan) -> None:
             print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
         if row["mismatch"]:
             print(f"  why: {' '.join(row['mismatch'].split())}")
+        if row.get("source"):
+            print(f"  source: {' '.join(row['source'].split())}")
+
+
+def print_controls(plan: Plan) -> None:
+    """The control arms: each one's shape, params and FLOPs, and its change against the baseline."""
+    for row in control_rows(plan):
+        given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
+        where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
+        print(
+            f"control {row['label']} ({given}; depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}, "
+            f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
+            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])}FLOPs per sample "
+            f"({row['flops_change']:+.1%}); {where}"
+        )
+        if row["why"]:
+            print(f"  why: {row['why']}")
 
 
 def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
@@ -259,6 +277,7 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
                 "trials": rows,
                 "removed": removed,
                 "published": compare_published(plan),
+                "controls": control_rows(plan),
             },
             indent=2,
         )
@@ -311,6 +330,7 @@ def cmd_plan(args) -> int:
         return 0
     print_plan_header(plan, rows)
     print_stages(plan)
+    print_controls(plan)
     print_published(plan)
     print_plan_search(plan, rows, removed)
     return 0

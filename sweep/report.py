@@ -17,7 +17,7 @@ direction.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -453,6 +453,7 @@ class ReportData:
     matched: list[dict]
     kappa_metric: list[dict]
     infeasible: list[dict]
+    mlp_control: list[dict] = field(default_factory=list)  # FROM mlp_control: the trade against the control arms
 
 
 def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
@@ -476,6 +477,7 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         matched=query(con, f"FROM matched_budget {on_metric}", *key),
         kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
         infeasible=query(con, "FROM infeasible WHERE space = ?", space),
+        mlp_control=query(con, f"FROM mlp_control {on_metric}", *key),
     )
 
 
@@ -492,7 +494,8 @@ def write_report(
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
     training = draw_figures(data, out_dir, headline)
-    extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
+    extra = equal_cost_section(data.matched, headline) + control_section(data.configs, data.mlp_control, headline)
+    extra += kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
     extra += loader_bound_section(con, space)
@@ -569,6 +572,79 @@ def equal_cost_section(matched: list[dict], headline: Headline) -> str:
             )
         lines.append(text)
     lines.append('\nEvery pairing: `sweep sql "FROM matched_budget"`.\n')
+    return "\n".join(lines)
+
+
+def interval_words(row: dict, name: str) -> str:
+    """``Δ +0.4 (95% CI -0.1…+0.9)``, or ``Δ +0.4 (single seed: no interval)``."""
+    delta = f"Δ {format_delta(row['delta'], name)}"
+    if row["delta_lo"] is None:
+        return f"{delta} (single seed: no interval)"
+    return f"{delta} (95% CI {format_delta(row['delta_lo'], name)}…{format_delta(row['delta_hi'], name)})"
+
+
+def control_words(row: dict, name: str) -> str:
+    """``the half_mlp control (12 blocks × 12 heads of 64, MLP 1536; 58,237,672 params; 81.2% over 3 seeds)``."""
+    return (
+        f"the {row['control']} control ({row['control_depth']} blocks × {row['control_num_heads']} heads of "
+        f"{row['control_head_dim']}, MLP {row['control_mlp_dim']}; {row['control_params']:,} params; "
+        f"{format_score(row['control_score'], name)} over {row['control_n_seeds']} seed(s))"
+    )
+
+
+def control_reading(row: dict) -> str:
+    """What a best-at-or-under verdict says about the trade, honest about one seed and open intervals."""
+    if row["evidence"] == "single seed":
+        return (
+            f"On a single seed this is '{row['verdict']}' on the point estimate alone, never significant: run more "
+            "seeds before crediting either side."
+        )
+    return {
+        "wins": "Extra heads beat the control at no more parameters, with 95% confidence.",
+        "loses": "The control wins: halving the MLP is the better way to save these parameters here.",
+        "tie (within tolerance)": "A tie within the tolerance: extra heads do no better than the control.",
+    }.get(row["verdict"], "Inconclusive: the interval reaches past the tolerance; more seeds would settle it.")
+
+
+def control_section(configs: list[dict], rows: list[dict], headline: Headline) -> str:
+    """Do fewer blocks with more heads beat the space's control arms (``mlp_control``) at matched parameters?"""
+    labels = sorted({c["control"] for c in configs if c.get("control")})
+    if not labels:
+        return ""
+    lines = ["\n## Fewer layers, more heads, against the control arms\n"]
+    for label in labels:
+        mine = [r for r in rows if r["control"] == label]
+        if not mine:
+            lines.append(f"- **{label}**: no finished comparison yet (the control, or every config with fewer "
+                         "blocks than the baseline, has no finished seed).")  # fmt: skip
+            continue
+        more = [r for r in mine if r["more_heads"]]
+        matched = [r for r in more if r["matched"]]
+        tally = ", ".join(
+            f"{sum(r['verdict'] == v for r in matched)} {v}"
+            for v in ("wins", "loses", "tie (within tolerance)", "inconclusive")
+        )
+        single = sum(r["evidence"] == "single seed" for r in matched)
+        text = f"- **{label}**: against {control_words(mine[0], headline.name)}. "
+        best = next((r for r in mine if r["best_at_or_under"]), None)
+        if best is None:
+            text += (
+                "No config with fewer blocks and more heads than the baseline has at most the control's parameters, "
+                "so none can be credited against it at matched parameters."
+            )
+        else:
+            match = "within ±5%: matched" if best["matched"] else "not within ±5%: not matched"
+            text += (
+                f"The best config with fewer blocks and more heads at or under its parameters is {shape_words(best)} "
+                f"({best['params']:,} params, {best['params_ratio']:.3f}× the control's, {match}): "
+                f"{best['verdict']}, {interval_words(best, headline.name)}. {control_reading(best)}"
+            )
+        text += (
+            f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
+            f"{f' ({single} on a single seed, not significant)' if single else ''}."
+        )
+        lines.append(text)
+    lines.append(f'\nEvery pairing: `sweep sql "FROM mlp_control"` (tolerance {headline.tolerance} {headline.unit}).\n')
     return "\n".join(lines)
 
 

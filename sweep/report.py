@@ -639,10 +639,13 @@ def control_section(configs: list[dict], rows: list[dict], headline: Headline) -
                 f"({best['params']:,} params, {best['params_ratio']:.3f}× the control's, {match}): "
                 f"{best['verdict']}, {interval_words(best, headline.name)}. {control_reading(best)}"
             )
-        text += (
-            f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
-            f"{f' ({single} on a single seed, not significant)' if single else ''}."
-        )
+        if matched:
+            text += (
+                f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
+                f"{f' ({single} on a single seed, not significant)' if single else ''}."
+            )
+        else:
+            text += " No fewer-blocks, more-heads config is within ±5% of its parameters: none is a matched comparison."
         lines.append(text)
     lines.append(f'\nEvery pairing: `sweep sql "FROM mlp_control"` (tolerance {headline.tolerance} {headline.unit}).\n')
     return "\n".join(lines)

@@ -276,6 +276,8 @@ def test_report_is_honest_about_single_seeds(tmp_path):
     text = control_section(configs, query(results, "FROM mlp_control"), headline)
     assert "single seed: no interval" in text and "never significant" in text and "(3 on a single seed" in text
     assert "no finished comparison yet" in control_section(configs, [], headline)
+    lean = [{**r, "matched": False} for r in query(results, "FROM mlp_control")]
+    assert "none is a matched comparison" in control_section(configs, lean, headline)
     assert control_section([{**c, "control": None} for c in configs], [], headline) == ""  # no control arm: no section
 
 

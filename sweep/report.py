@@ -639,6 +639,12 @@ def control_section(configs: list[dict], rows: list[dict], headline: Headline) -
                 f"({best['params']:,} params, {best['params_ratio']:.3f}× the control's, {match}): "
                 f"{best['verdict']}, {interval_words(best, headline.name)}. {control_reading(best)}"
             )
+        top = max(matched, key=lambda r: (r["gain"], -r["params"]), default=None)
+        if top is not None and (best is None or not best["matched"]):
+            text += (
+                f" At matched parameters the best is {shape_words(top)} ({top['params_ratio']:.3f}× the control's): "
+                f"{top['verdict']}, {interval_words(top, headline.name)}."
+            )
         if matched:
             text += (
                 f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"

@@ -17,8 +17,10 @@ from sweep.errors import SpaceError
 from sweep.importer import import_file
 from sweep.plan import compare_published, control_rows, make_plan
 from sweep.report import Headline, control_section, write_report
+from sweep.report import query as report_query
 from sweep.sink import TrialRows
 from sweep.space_loader import load_space
+from sweep.sql import connect
 from tests.fixtures.pin_plan_ids import PINNED
 from tests.helpers import TINY_SPACE_BODY, query, trial_row, write_csv
 
@@ -271,13 +273,17 @@ def test_report_is_honest_about_single_seeds(tmp_path):
     rows = [r for r in planted_rows("one") if r["seed"] == 0]
     results = tmp_path / "results"
     import_file(write_csv(tmp_path / "one.csv", rows), results)
-    headline = Headline("top1", "max", 0.5)
-    configs = query(results, "FROM configs")
-    text = control_section(configs, query(results, "FROM mlp_control"), headline)
+    headline, con = Headline("top1", "max", 0.5), connect(results)
+    configs, rows = report_query(con, "FROM configs"), report_query(con, "FROM mlp_control")
+    text = control_section(configs, rows, headline)
     assert "single seed: no interval" in text and "never significant" in text and "(3 on a single seed" in text
     assert "no finished comparison yet" in control_section(configs, [], headline)
-    lean = [{**r, "matched": False} for r in query(results, "FROM mlp_control")]
+    lean = [{**r, "matched": False} for r in rows]
     assert "none is a matched comparison" in control_section(configs, lean, headline)
+    best_lean = [{**r, "matched": r["matched"] and not r["best_at_or_under"]} for r in rows]
+    assert "At matched parameters the best is 2 blocks × 8 heads of 8 (0.996× the control's)" in control_section(
+        configs, best_lean, headline
+    )
     assert control_section([{**c, "control": None} for c in configs], [], headline) == ""  # no control arm: no section
 
 

@@ -165,6 +165,10 @@ def test_a_profile_scales_the_control_and_unknown_keys_are_rejected(tmp_path):
     path = write_space(tmp_path, body + "    controls: [{label: half_mlp, shape: {mlp_dim: 32}}]\n")
     assert make_plan(*load_space(str(path), "wide")).controls[0].config.shape.mlp_dim == 32
     assert make_plan(*load_space(str(path))).controls[0].config.shape.mlp_dim == 16
+    bad = write_space(tmp_path, body + "    controls: [{label: half_mlp, shape: {mlp_dim: 64}}]\n")
+    with pytest.raises(SpaceError) as info:  # the profile's control is the baseline: said where it is
+        load_space(str(bad))
+    assert [i.path for i in info.value.issues] == ["profiles.wide.controls[0].shape"]
     with pytest.raises(SpaceError, match=r"controls\[0\]\.shap.*did you mean shape"):
         load_space(str(write_space(tmp_path, "controls: [{label: x, shap: {mlp_dim: 16}}]\n")))
 

@@ -303,8 +303,11 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
 def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
     search = plan.space.search
     if search.kind == "grid":
+        added = sum(not c.in_grid for c in plan.controls)
+        arms = f" (the axes' and {added} control arm{'s' if added > 1 else ''})" if added else ""
         print(
-            f"grid: {len(rows)} configs × {len(plan.seeds)} seeds {plan.seeds} = {len(rows) * len(plan.seeds)} trials"
+            f"grid: {len(rows)} configs{arms} × {len(plan.seeds)} seeds {plan.seeds} = "
+            f"{len(rows) * len(plan.seeds)} trials"
         )
     else:
         print(

@@ -11,7 +11,7 @@
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
     sweep rerun SPACE --select inconclusive --budget N [--dry-run]
-    sweep kappa-theory --tokens N (--width D | --head-dim d) [--heads 1,2,4]
+    sweep kappa-theory (--space SPACE [--profile P] | --tokens N (--width D | --head-dim d) [--heads 1,2,4])
     sweep data export listops --rows N --out DIR [--seed S] [--max-depth D] [--max-args A] …
 
 Errors print on one line each (every problem in a space at once) and exit non-zero (2 for a bad space
@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 from sweep.errors import DataUnavailableError, SweepError
@@ -411,53 +412,96 @@ def cmd_report(args) -> int:
 
 
 def cmd_kappa_theory(args) -> int:
-    from workers.probes.kappa import gaussian_heads_kappa, theorem_kappa
+    from sweep import theory
 
-    if (args.width is None) == (args.head_dim is None):
-        raise SweepError("give exactly one of --width D (fixed total width) or --head-dim d (fixed head size)")
-    rows = []
-    for heads in parse_int_list(args.heads, "--heads"):
-        if args.width is not None and args.width % heads:
-            continue
-        head_dim = args.width // heads if args.width is not None else args.head_dim
-        width = heads * head_dim
-        kappas = sorted(gaussian_heads_kappa(args.tokens, head_dim, heads, samples=args.samples, seed=0))
-        theory = theorem_kappa(args.tokens, width)
-        ratio = width / args.tokens
-        regime = "D >> N" if ratio >= 10 else "D > N (theorem loose)" if ratio > 1 else "D <= N (does not apply)"
-        rows.append(
-            (
-                heads,
-                head_dim,
-                width,
-                round(ratio, 2),
-                kappas[len(kappas) // 2],
-                kappas[0],
-                kappas[-1],
-                theory,
-                round(kappas[len(kappas) // 2] / theory, 3) if math.isfinite(theory) else None,
-                regime,
+    if sum(x is not None for x in (args.width, args.head_dim, args.space)) != 1:
+        raise SweepError(
+            "give exactly one of --space SPACE (its own shapes), --width D (fixed total width) or --head-dim d "
+            "(fixed head size)"
+        )
+    if args.space is not None:
+        groups = space_theory_groups(args)
+    else:
+        if args.tokens is None:
+            raise SweepError("--tokens N is needed with --width or --head-dim (with --space the space gives it)")
+        heads = parse_int_list(args.heads, "--heads")
+        if args.width is not None:
+            shapes = [(h, args.width // h) for h in heads if args.width % h == 0]
+            groups = [(theory.FIXED_D_MODEL, f"fixed total width D = {args.width}", shapes, args.tokens)]
+        else:
+            shapes = [(h, args.head_dim) for h in heads]
+            groups = [(theory.FIXED_HEAD_DIM, f"fixed head size d = {args.head_dim}", shapes, args.tokens)]
+    columns = [*KAPPA_THEORY_COLUMNS, *(["parametrisation"] if args.format != "table" else [])]
+    everything = []
+    for parametrisation, title, shapes, n_tokens in groups:
+        rows = theory.theory_rows(shapes, n_tokens)
+        for row in rows:
+            sample_kappa(row, args.samples)
+        table = [tuple(row[c] for c in KAPPA_THEORY_COLUMNS) for row in rows]
+        if args.format == "table":
+            print(f"{title}: {parametrisation}, N = {n_tokens} tokens")
+            print(textwrap.fill(theory.prediction(parametrisation, rows), width=110))
+            print(
+                f"κ of A = [A_1 … A_h], i.i.d. N(0,1) heads, {args.samples} samples each; kappa_theorem: "
+                "Theorem 3.2's (√D+√N)/(√D−√N), only where D > N; kappa_gaussian: the Marchenko–Pastur edges, "
+                "either regime"
             )
-        )
-    columns = [
-        "heads",
-        "head_dim",
-        "width_D",
-        "D_over_N",
-        "kappa_sampled_median",
-        "kappa_min",
-        "kappa_max",
-        "kappa_theorem",
-        "sampled_over_theorem",
-        "regime",
-    ]
-    if args.format == "table":
-        print(
-            f"κ of A = [A_1 … A_h], i.i.d. N(0,1) heads of N={args.tokens} tokens, {args.samples} samples each; "
-            "theorem 3.2: (√D+√N)/(√D−√N)"
-        )
-    print(render(columns, rows, args.format))
+            print(render(columns, table, "table") + "\n")
+        else:
+            everything += [(*row, parametrisation) for row in table]
+    if args.format != "table":
+        print(render(columns, everything, args.format))
     return 0
+
+
+KAPPA_THEORY_COLUMNS = [
+    "heads",
+    "head_dim",
+    "width_D",
+    "tokens_N",
+    "D_over_N",
+    "kappa_sampled_median",
+    "kappa_min",
+    "kappa_max",
+    "kappa_theorem",
+    "kappa_gaussian",
+    "sampled_over_theorem",
+    "regime",
+]
+
+
+def sample_kappa(row: dict, samples: int) -> None:
+    """Add the sampled κ of Gaussian heads of ``row``'s shape (median, min, max) and its ratio to the theorem."""
+    from workers.probes.kappa import gaussian_heads_kappa
+
+    kappas = sorted(gaussian_heads_kappa(row["tokens_N"], row["head_dim"], row["heads"], samples=samples, seed=0))
+    theorem = row["kappa_theorem"]
+    row.update(
+        kappa_sampled_median=kappas[len(kappas) // 2],
+        kappa_min=kappas[0],
+        kappa_max=kappas[-1],
+        sampled_over_theorem=round(kappas[len(kappas) // 2] / theorem, 3) if theorem else None,
+    )
+
+
+def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int]]:
+    """Per parametrisation the space's configs follow (its head_dim rules, read through the plan): the
+    distinct (heads, head_dim) of those configs and N, tokens per sample the family's attention sees."""
+    from sweep import theory
+    from workers.config import ModelSpec
+    from workers.models import num_tokens
+
+    plan = load_plan(args)
+    label = f"space {plan.space_name}" + (f" (profile {plan.profile})" if plan.profile else "")
+    groups = []
+    for parametrisation in theory.parametrisations(c.shape.rule for c in plan.configs):
+        configs = [c for c in plan.configs if parametrisation in theory.parametrisations([c.shape.rule])]
+        tokens = {num_tokens(ModelSpec(**c.model)) for c in configs}
+        if len(tokens) > 1:
+            raise SweepError(f"{label}: its configs see different token counts {sorted(tokens)}; give --tokens")
+        shapes = [(c.shape.num_heads, c.shape.head_dim) for c in configs]
+        groups.append((parametrisation, label, shapes, args.tokens or tokens.pop()))
+    return groups
 
 
 def cmd_data_fetch(args) -> int:
@@ -609,7 +653,11 @@ def add_results_parsers(sub) -> None:
 
 def add_kappa_theory_parser(sub) -> None:
     theory = sub.add_parser("kappa-theory", help="sampled κ of Gaussian heads beside Theorem 3.2's value")
-    theory.add_argument("--tokens", type=int, required=True, help="N, tokens per image (ViT-B/16 at 224: 197)")
+    theory.add_argument(
+        "--space", help="the space's own shapes and tokens, grouped by its parametrisation (with --profile)"
+    )
+    theory.add_argument("--profile", help="with --space: the profile whose plan to read")
+    theory.add_argument("--tokens", type=int, help="N, tokens per image (ViT-B/16 at 224: 197); --space gives it")
     theory.add_argument("--width", type=int, help="fixed total width D = heads × head_dim (ViT-B: 768)")
     theory.add_argument("--head-dim", type=int, help="fixed head size d; the width grows with heads")
     theory.add_argument("--heads", default="1,2,4,8,12,16,24,32,48,64", help="comma-separated head counts")

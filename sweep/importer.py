@@ -53,7 +53,7 @@ NON_NEGATIVE = (
     "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
     "kappa_probe_s", "finetune_s", "resident_data_bytes",
 )  # fmt: skip
-SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.plan.Shape.key()
+SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.plan.Shape.key(), which adds the key/value heads and conditioning
 SPACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # it names a folder under results/<table>/
 INT_BITS = {pa.int32(): 32, pa.int64(): 64}
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
@@ -509,7 +509,14 @@ def mark_baselines(rows: list[dict], shipped: list) -> None:
     """For a file without ``is_baseline``: mark the rows of a shipped space whose shape is its baseline's."""
     for row, headline in zip(rows, shipped, strict=True):
         if isinstance(headline, SpaceHeadline):
-            row["is_baseline"] = tuple(row.get(key) for key in SHAPE_KEY) in headline.baselines
+            row["is_baseline"] = shape_key(row) in headline.baselines
+
+
+def shape_key(row: dict) -> tuple:
+    """``row``'s shape as :meth:`sweep.plan.Shape.key` spells it: a row without ``num_kv_heads`` or
+    ``conditioning`` is multi-head attention as built."""
+    kv_heads = row.get("num_kv_heads") or row.get("num_heads")
+    return (*(row.get(key) for key in SHAPE_KEY), kv_heads, row.get("conditioning") or "none")
 
 
 def write_all(path: Path, results_dir: Path, sweep_id: str, per_space: dict, settings: ShippedSettings) -> None:

@@ -36,6 +36,7 @@ from sweep.metrics import (
 )
 from sweep.report_html import write_html
 from sweep.sql import connect, format_value
+from sweep.theory import parametrisations, prediction, theory_rows
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946"}
 
@@ -498,12 +499,49 @@ def write_report(
     extra += kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
+    extra += theory_section(con, space, data)
     extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
     answer = answer_paragraph(headline, data.verdicts, space, data.profile)  # the same words as index.md's
     write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
+
+
+THEORY_COLUMNS = ["heads", "head_dim", "width_D", "D_over_N", "regime", "kappa_theorem", "kappa_gaussian",
+                  "kappa_measured"]  # fmt: skip
+
+
+def theory_section(con, space: str, data: ReportData) -> str:
+    """Theorem 3.2 beside the measured κ: which parametrisation the space's configs follow (their head_dim
+    rules), what the bound predicts for it at the trials' N (``sweep/theory.py``), D ≤ N said as such, and
+    the measured final κ of each (heads, head_dim) (``kappa_vs_heads``' whole-block median, averaged over
+    the depths that have it). Nothing when the trials do not record their tokens per sample."""
+    tokens = [row[0] for row in con.execute(
+        "SELECT DISTINCT num_tokens FROM trials WHERE space = ? AND num_tokens IS NOT NULL", [space]
+    ).fetchall()]  # fmt: skip
+    if len(tokens) != 1 or not data.configs:
+        return ""
+    measured: dict[tuple, list[float]] = {}
+    for row in data.kappa:
+        if row["layer"] is None and row["attention"] is None and row["kappa_median"] is not None:
+            measured.setdefault((row["num_heads"], row["head_dim"]), []).append(row["kappa_median"])
+    parts = ["\n## Theory beside practice (Theorem 3.2)\n"]
+    for parametrisation in parametrisations(c["head_dim_rule"] for c in data.configs):
+        members = [c for c in data.configs if parametrisation in parametrisations([c["head_dim_rule"]])]
+        rows = theory_rows(((c["num_heads"], c["head_dim"]) for c in members), tokens[0])
+        for row in rows:
+            found = measured.get((row["heads"], row["head_dim"]))
+            row["kappa_measured"] = sum(found) / len(found) if found else None
+        parts.append(f"**{parametrisation.capitalize()}.** {prediction(parametrisation, rows)}\n")
+        parts.append(markdown_table(rows, THEORY_COLUMNS))
+    parts.append(
+        "\n`kappa_theorem` is Theorem 3.2's (√D+√N)/(√D−√N), given only where D > N; `kappa_gaussian` the "
+        "Marchenko–Pastur edges' ratio for Gaussian heads in either regime; `kappa_measured` the trained "
+        "models' final κ (median over probe samples, mean over layers, averaged over depths). `sweep "
+        f"kappa-theory --space {space}` samples Gaussian heads of these shapes.\n"
+    )
+    return "\n".join(parts)
 
 
 # A trial whose steady-state step time is this share or more spent waiting for batches is loader-bound.

@@ -60,16 +60,18 @@ def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = 
     if how == "all":
         return list(plan.configs)
     con = connect(results_dir)
-    by_shape = {c.shape.key(): c for c in plan.configs}  # (depth, heads, head_dim, width, mlp, family)
-    shape = "depth, num_heads, head_dim, embed_dim, mlp_dim, family"
+    by_shape = {c.shape.key(): c for c in plan.configs}  # (depth, heads, head_dim, width, mlp, family, kv, cond.)
+    shape = "depth, num_heads, head_dim, embed_dim, mlp_dim, family, num_kv_heads, conditioning"
     if how == "near-break":
         sql = f"""
             SELECT {shape} FROM depth_edge e
-            JOIN configs c USING (space, metric, family, num_heads, head_dim, embed_dim, mlp_dim)
+            JOIN configs c USING (space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads,
+                                  conditioning)
             WHERE space = $1 AND depth IN (e.holds_down_to_depth, e.breaks_at_depth)
             UNION
-            SELECT {shape} FROM head_dim_edge e JOIN configs c USING (space, metric, family, depth, embed_dim, mlp_dim)
-            WHERE space = $1 AND c.attn_dim = c.embed_dim
+            SELECT {shape} FROM head_dim_edge e
+            JOIN configs c USING (space, metric, family, depth, embed_dim, mlp_dim, conditioning)
+            WHERE space = $1 AND c.attn_dim = c.embed_dim AND c.num_heads // c.num_kv_heads = e.heads_per_kv_head
               AND head_dim IN (e.holds_down_to_head_dim, e.breaks_at_head_dim)"""
     elif how == "pareto":
         sql = f"SELECT {shape} FROM pareto WHERE space = $1"

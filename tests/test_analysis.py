@@ -229,3 +229,39 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
     assert row["n_seeds"] == 2 and row["n_failed"] == 1
     assert row["score_mean"] == pytest.approx(82.5)
     assert row["score_sd"] == pytest.approx(statistics.stdev([80.0, 85.0]))
+
+
+def test_kappa_theory_of_a_space_says_its_parametrisation_and_where_the_bound_applies(capsys):
+    """mqar_recall's cpu profile: d_model 64 fixed, N = 16 tokens, so D = 64 for every head count and the
+    bound is (√64 + √16)/(√64 − √16) = 3 for each; gpt2_tinystories: D = 512 = N tokens, where the theorem's
+    formula is infinite: no theorem value is printed there, and the regime says why."""
+    assert (
+        main(["kappa-theory", "--space", "mqar_recall", "--profile", "cpu", "--samples", "4", "--format", "json"]) == 0
+    )
+    rows = json.loads(capsys.readouterr().out)
+    shapes = {(r["heads"], r["head_dim"], r["width_D"], r["tokens_N"]) for r in rows}
+    assert shapes == {(1, 64, 64, 16), (4, 16, 64, 16), (16, 4, 64, 16)}
+    assert all(r["kappa_theorem"] == pytest.approx(3.0) and r["parametrisation"] == "fixed d_model" for r in rows)
+    assert main(["kappa-theory", "--space", "gpt2_tinystories", "--samples", "2"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # the paragraph is wrapped
+    assert "fixed d_model, N = 512 tokens" in text and "it predicts no effect of heads on κ" in text
+    assert "Where D ≤ N = 512 the theorem does not apply" in text
+    assert main(["kappa-theory", "--space", "gpt2_tinystories", "--samples", "2", "--format", "json"]) == 0
+    at_n = [r for r in json.loads(capsys.readouterr().out) if r["width_D"] == 512]
+    assert at_n and all(r["kappa_theorem"] is None and r["regime"] == "D = N (κ unbounded)" for r in at_n)
+
+
+def test_report_puts_the_theorem_beside_the_measured_kappa(tmp_path):
+    """Planted fixed-d_model rows (D = 64) seen at N = 128 tokens: D < N, so the report says the theorem does
+    not apply, gives no theorem value, and the Gaussian edges' κ, (√128 + √64)/(√128 − √64) = 5.83."""
+    rows = [{**row, "num_tokens": 128, "head_dim_rule": "fixed_d_model"}
+            for row in planted_rows("theory", PLANTED_MEANS, noise=0.05)]  # fmt: skip
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "theory.csv", rows), results)
+    text = write_report("theory", results, tmp_path / "report").read_text()
+    section = text.split("## Theory beside practice (Theorem 3.2)", 1)[1]
+    assert "**Fixed d_model.** With d_model fixed, D = heads × head_dim is 64 whatever the heads" in section
+    assert "Where D ≤ N = 128 the theorem does not apply" in section and "D = 64: 5.83" in section
+    assert pytest.approx(5.828, abs=1e-3) == (128**0.5 + 8) / (128**0.5 - 8)
+    table = [line for line in section.splitlines() if line.startswith("| 16 ")]
+    assert table and "D < N (theorem does not apply)" in table[0]

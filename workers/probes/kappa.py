@@ -130,6 +130,19 @@ def theorem_kappa(n_tokens: int, width: int) -> float:
     return (root_d + root_n) / (root_d - root_n)
 
 
+def gaussian_edges_kappa(n_tokens: int, width: int) -> float:
+    """κ of an N×D matrix of i.i.d. Gaussian entries for large N and D, either shape: the ratio of the edges of
+    the Marchenko–Pastur support of its singular values, (√max(N,D) + √min(N,D)) / |√D − √N| (Bai–Yin).
+
+    Equals :func:`theorem_kappa` where D > N; where D < N it is the same law read for a tall matrix, and it
+    grows with D towards the square case D = N (returned as inf), where the smallest singular value
+    vanishes."""
+    if width == n_tokens:
+        return math.inf
+    root_d, root_n = math.sqrt(width), math.sqrt(n_tokens)
+    return (root_d + root_n) / abs(root_d - root_n)
+
+
 def gaussian_heads_kappa(n_tokens: int, head_dim: int, num_heads: int, samples: int = 32, seed: int = 0) -> list[float]:
     """κ of A = [A_1 … A_h] with each A_i an N×d matrix of i.i.d. standard normal entries, per sample."""
     generator = torch.Generator().manual_seed(seed)

@@ -31,7 +31,7 @@ from pathlib import Path
 from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
-from sweep.plan import Plan, compare_published, make_plan
+from sweep.plan import Plan, compare_published, control_rows, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
 from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
@@ -203,7 +203,7 @@ def plan_rows(plan: Plan) -> list[dict]:
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
             **({"budget_way": shape.budget_way} if plan.budgets else {}),
             "params": config.params, "flops_per_sample": config.flops_per_sample,
-            "seeds": len(plan.seeds),
+            "seeds": len(plan.seeds), **({"control": config.control or ""} if plan.controls else {}),
         })  # fmt: skip
         if len(plan.space.axis_values("conditioning")) > 1:  # workers/conditioning.py's interventions
             rows[-1]["conditioning"] = shape.conditioning
@@ -241,6 +241,7 @@ def print_published(plan: Plan) -> None:
         score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
         count = f"{row['published_params_m']:.1f}M" if row["published_params_m"] else "no parameter count"
         head = f"published {row['label']} ({shape}): {count}{score}"
+        head += f" [the {row['control']} control]" if row.get("control") else ""
         if row["planned_params_m"] is None:
             print(f"{head}; not in this profile's grid")
             continue
@@ -251,6 +252,23 @@ def print_published(plan: Plan) -> None:
             print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
         if row["mismatch"]:
             print(f"  why: {' '.join(row['mismatch'].split())}")
+        if row.get("source"):
+            print(f"  source: {' '.join(row['source'].split())}")
+
+
+def print_controls(plan: Plan) -> None:
+    """The control arms: each one's shape, params and FLOPs, and its change against the baseline."""
+    for row in control_rows(plan):
+        given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
+        where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
+        print(
+            f"control {row['label']} ({given}; depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}, "
+            f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
+            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])}FLOPs per sample "
+            f"({row['flops_change']:+.1%}); {where}"
+        )
+        if row["why"]:
+            print(f"  why: {row['why']}")
 
 
 def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
@@ -265,6 +283,7 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
                 "removed": removed,
                 "published": compare_published(plan),
                 **({"budgets": budget_rows(plan)} if plan.budgets else {}),
+                "controls": control_rows(plan),
             },
             indent=2,
         )
@@ -309,8 +328,11 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
 def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
     search = plan.space.search
     if search.kind == "grid":
+        added = sum(not c.in_grid for c in plan.controls)
+        arms = f" (the axes' and {added} control arm{'s' if added > 1 else ''})" if added else ""
         print(
-            f"grid: {len(rows)} configs × {len(plan.seeds)} seeds {plan.seeds} = {len(rows) * len(plan.seeds)} trials"
+            f"grid: {len(rows)} configs{arms} × {len(plan.seeds)} seeds {plan.seeds} = "
+            f"{len(rows) * len(plan.seeds)} trials"
         )
     else:
         print(
@@ -336,6 +358,7 @@ def cmd_plan(args) -> int:
         return 0
     print_plan_header(plan, rows)
     print_stages(plan)
+    print_controls(plan)
     print_published(plan)
     print_budgets(plan)
     print_plan_search(plan, rows, removed)

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from sweep.budget import BudgetPlan, Unbuildable, solve_budget
 from sweep.identity import config_id as experiment_id
-from sweep.space import Space
+from sweep.space import Control, Space
 from workers.config import ModelSpec
 from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
@@ -96,6 +96,19 @@ class PlannedConfig:
     params: int
     flops_per_sample: int
     model: dict  # ModelSpec fields, data-derived sizes included
+    control: str | None = None  # the label of the control arm this config is (space.controls), if any
+
+
+@dataclass(frozen=True)
+class PlannedControl:
+    """A control arm of the plan: its label and reason, the config that runs it, and whether the grid held
+    that config already (then it is labelled, not added)."""
+
+    label: str
+    why: str
+    shape: dict  # the axis values the space gives it (the rest are the baseline's)
+    config: PlannedConfig
+    in_grid: bool
 
 
 @dataclass
@@ -110,6 +123,7 @@ class Plan:
     # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
     pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
     budgets: list[BudgetPlan] = field(default_factory=list)  # the space's `budget:`, one per family
+    controls: list[PlannedControl] = field(default_factory=list)  # space.controls, each with its config
 
     def trials(self) -> list[dict]:
         """Every (config, seed) trial of a grid, as plain payloads for Ray."""
@@ -278,6 +292,7 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "metric_mode": plan.space.metric.mode,
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
+        "control": config.control,  # the control arm's label (trials.control); None for the grid's configs
         "trial_config": trial_config(plan.space, config.model, seed),
     }
 
@@ -314,9 +329,18 @@ def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[in
     # The space's baseline; a space of several families also marks each other family's config of the same
     # shape as that family's reference (the analysis compares every config with its own family's).
     baseline = next(c for c in configs if c.is_baseline and c.shape.family == space.model.family)
-    plan = Plan(space_name, profile, space, configs, removed, list(seeds or space.seeds), baseline)
-    plan.budgets = budgets
-    return plan
+    configs, controls = with_controls(space, configs, baseline)
+    return Plan(
+        space_name,
+        profile,
+        space,
+        configs,
+        removed,
+        list(seeds or space.seeds),
+        baseline,
+        controls=controls,
+        budgets=budgets,
+    )
 
 
 PUBLISHED_TOLERANCE = 0.01  # a planned count within 1% of the published one reproduces it
@@ -335,6 +359,8 @@ def compare_published(plan: Plan) -> list[dict]:
         rows.append(
             {
                 "label": published.label,
+                "source": published.source,
+                "control": config.control if config else None,
                 "shape": dict(published.shape),
                 "published_params_m": published.params_m,
                 "planned_params_m": planned_m,
@@ -438,3 +464,78 @@ def with_budget_shapes(
             by_key[way.shape.key()] = dataclasses.replace(by_key.get(way.shape.key(), way.shape), budget_way=way.way,
                                                           **target)  # fmt: skip
     return list(by_key.values()), removed
+
+
+# --- control arms -------------------------------------------------------------------------------------
+
+
+def control_shape(space: Space, baseline: Shape, control: Control) -> tuple[Shape | None, str | None]:
+    """The shape of ``control``: the baseline's, with the axis values the control gives. head_dim follows
+    the baseline's head_dim rule (embed_dim / num_heads under fixed_d_model) unless the control gives it.
+    Returns (shape, None), or (None, why it cannot be built)."""
+    given = dict(control.shape)
+    pick = lambda name, default: given.get(name, default)  # noqa: E731
+    heads, width = pick("num_heads", baseline.num_heads), pick("embed_dim", baseline.embed_dim)
+    kv = pick("num_kv_heads", baseline.num_kv_heads)
+    rule = baseline.rule.split("+")[0]
+    if "head_dim" in given or rule == "fixed_head_dim":
+        head_dim = pick("head_dim", baseline.head_dim)
+    elif rule == "floor_d_model":
+        if heads > width:
+            return None, f"num_heads={heads} > embed_dim={width}: head_dim would be 0"
+        head_dim = width // heads
+    elif width % heads:
+        return None, f"num_heads={heads} does not divide embed_dim={width} (head_dim rule {rule})"
+    else:
+        head_dim = width // heads
+    if kv is not None and (kv > heads or heads % kv):
+        return None, f"num_kv_heads={kv} does not divide num_heads={heads}"
+    depth, mlp = pick("depth", baseline.depth), pick("mlp_dim", baseline.mlp_dim)
+    conditioning = pick("conditioning", baseline.conditioning)
+    shape = Shape(depth, heads, head_dim, width, mlp, rule, baseline.family, kv, conditioning)
+    reason = constraint_violation(space, shape)
+    return (None, reason) if reason else (shape, None)
+
+
+def with_controls(
+    space: Space, configs: list[PlannedConfig], baseline: PlannedConfig
+) -> tuple[list[PlannedConfig], list[PlannedControl]]:
+    """The grid's configs with each control arm of the space: a control whose shape the grid holds labels
+    that config; any other is added after the grid's (so no config of the grid moves, nor its id)."""
+    configs, controls = list(configs), []
+    for control in space.controls:
+        shape, reason = control_shape(space, baseline.shape, control)
+        if shape is None:  # validation reports it first (sweep/validation.py control_issues)
+            raise ValueError(f"control {control.label!r} cannot be built: {reason}")
+        index = next((i for i, c in enumerate(configs) if c.shape.key() == shape.key()), None)
+        if index is not None:
+            configs[index] = dataclasses.replace(configs[index], control=control.label)
+        else:
+            model = model_fields(space, shape)
+            params, flops = measure_shape(model)
+            configs.append(
+                PlannedConfig(config_id(model, space), shape, False, params, flops, model, control=control.label)
+            )
+        config = configs[index if index is not None else -1]
+        controls.append(PlannedControl(control.label, control.why, dict(control.shape), config, index is not None))
+    return configs, controls
+
+
+def control_rows(plan: Plan) -> list[dict]:
+    """Each control arm beside the baseline: its shape, params and FLOPs, and the change in params."""
+    base = plan.baseline
+    return [
+        {
+            "label": c.label,
+            "config_id": c.config.config_id,
+            "shape": c.shape,
+            **{k: getattr(c.config.shape, k) for k in SHAPE_KEYS},
+            "params": c.config.params,
+            "flops_per_sample": c.config.flops_per_sample,
+            "params_change": c.config.params / base.params - 1,
+            "flops_change": c.config.flops_per_sample / base.flops_per_sample - 1,
+            "in_grid": c.in_grid,
+            "why": " ".join(c.why.split()),
+        }
+        for c in plan.controls
+    ]

@@ -17,7 +17,7 @@ direction.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -454,6 +454,7 @@ class ReportData:
     matched: list[dict]
     kappa_metric: list[dict]
     infeasible: list[dict]
+    mlp_control: list[dict] = field(default_factory=list)  # FROM mlp_control: the trade against the control arms
 
 
 def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
@@ -477,6 +478,7 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         matched=query(con, f"FROM matched_budget {on_metric}", *key),
         kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
         infeasible=query(con, "FROM infeasible WHERE space = ?", space),
+        mlp_control=query(con, f"FROM mlp_control {on_metric}", *key),
     )
 
 
@@ -493,8 +495,9 @@ def write_report(
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
     training = draw_figures(data, out_dir, headline)
-    extra = equal_cost_section(data.matched, headline) + kappa_metric_section(data.kappa_metric, headline)
+    extra = equal_cost_section(data.matched, headline) + control_section(data.configs, data.mlp_control, headline)
     extra += budget_section(con, space, headline)
+    extra += kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
     extra += theory_section(con, space, data)
@@ -609,6 +612,85 @@ def equal_cost_section(matched: list[dict], headline: Headline) -> str:
             )
         lines.append(text)
     lines.append('\nEvery pairing: `sweep sql "FROM matched_budget"`.\n')
+    return "\n".join(lines)
+
+
+def delta_words(row: dict, name: str) -> str:
+    """``+0.4 (95% CI -0.1…+0.9)``, or ``+0.4 (single seed: no interval)``."""
+    return interval_words(row, "delta", name, single="single seed: no interval")
+
+
+def control_words(row: dict, name: str) -> str:
+    """``the half_mlp control (12 blocks × 12 heads of 64, MLP 1536; 58,237,672 params; 81.2% over 3 seeds)``."""
+    return (
+        f"the {row['control']} control ({row['control_depth']} blocks × {row['control_num_heads']} heads of "
+        f"{row['control_head_dim']}, MLP {row['control_mlp_dim']}; {row['control_params']:,} params; "
+        f"{format_score(row['control_score'], name)} over {row['control_n_seeds']} seed(s))"
+    )
+
+
+def control_reading(row: dict) -> str:
+    """What a best-at-or-under verdict says about the trade, honest about one seed and open intervals."""
+    if row["evidence"] == "single seed":
+        return (
+            f"On a single seed this is '{row['verdict']}' on the point estimate alone, never significant: run more "
+            "seeds before crediting either side."
+        )
+    return {
+        "wins": "Extra heads beat the control at no more parameters, with 95% confidence.",
+        "loses": "The control wins: halving the MLP is the better way to save these parameters here.",
+        "tie (within tolerance)": "A tie within the tolerance: extra heads do no better than the control.",
+    }.get(row["verdict"], "Inconclusive: the interval reaches past the tolerance; more seeds would settle it.")
+
+
+def control_section(configs: list[dict], rows: list[dict], headline: Headline) -> str:
+    """Do fewer blocks with more heads beat the space's control arms (``mlp_control``) at matched parameters?"""
+    labels = sorted({c["control"] for c in configs if c.get("control")})
+    if not labels:
+        return ""
+    lines = ["\n## Fewer layers, more heads, against the control arms\n"]
+    for label in labels:
+        mine = [r for r in rows if r["control"] == label]
+        if not mine:
+            lines.append(f"- **{label}**: no finished comparison yet (the control, or every config with fewer "
+                         "blocks than the baseline, has no finished seed).")  # fmt: skip
+            continue
+        more = [r for r in mine if r["more_heads"]]
+        matched = [r for r in more if r["matched"]]
+        tally = ", ".join(
+            f"{sum(r['verdict'] == v for r in matched)} {v}"
+            for v in ("wins", "loses", "tie (within tolerance)", "inconclusive")
+        )
+        single = sum(r["evidence"] == "single seed" for r in matched)
+        text = f"- **{label}**: against {control_words(mine[0], headline.name)}. "
+        best = next((r for r in mine if r["best_at_or_under"]), None)
+        if best is None:
+            text += (
+                "No config with fewer blocks and more heads than the baseline has at most the control's parameters, "
+                "so none can be credited against it at matched parameters."
+            )
+        else:
+            match = "within ±5%: matched" if best["matched"] else "not within ±5%: not matched"
+            text += (
+                f"The best config with fewer blocks and more heads at or under its parameters is {shape_words(best)} "
+                f"({best['params']:,} params, {best['params_ratio']:.3f}× the control's, {match}): "
+                f"{best['verdict']}, Δ {delta_words(best, headline.name)}. {control_reading(best)}"
+            )
+        top = max(matched, key=lambda r: (r["gain"], -r["params"]), default=None)
+        if top is not None and (best is None or not best["matched"]):
+            text += (
+                f" At matched parameters the best is {shape_words(top)} ({top['params_ratio']:.3f}× the control's): "
+                f"{top['verdict']}, Δ {delta_words(top, headline.name)}."
+            )
+        if matched:
+            text += (
+                f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
+                f"{f' ({single} on a single seed, not significant)' if single else ''}."
+            )
+        else:
+            text += " No fewer-blocks, more-heads config is within ±5% of its parameters: none is a matched comparison."
+        lines.append(text)
+    lines.append(f'\nEvery pairing: `sweep sql "FROM mlp_control"` (tolerance {headline.tolerance} {headline.unit}).\n')
     return "\n".join(lines)
 
 
@@ -834,12 +916,12 @@ def conditioning_section(con, space: str, headline: Headline) -> str:
     return "\n## Is conditioning what depth was buying?\n\n" + conditioning_paragraph(versus, effects, headline) + "\n"
 
 
-def interval_words(row: dict, field: str, name: str) -> str:
+def interval_words(row: dict, field: str, name: str, single: str = "single seed") -> str:
     """``row[field]`` with its interval (``field_lo``, ``field_hi``): ``+1.2 (95% CI -0.3…+2.7)``, or
-    ``+1.2 (single seed)`` where there is no interval."""
+    ``+1.2 (single seed)`` (``single`` says it) where there is no interval."""
     value, lo, hi = row[field], row[f"{field}_lo"], row[f"{field}_hi"]
     if lo is None or hi is None:
-        return f"{format_delta(value, name)} (single seed)"
+        return f"{format_delta(value, name)} ({single})"
     return f"{format_delta(value, name)} (95% CI {format_delta(lo, name)}…{format_delta(hi, name)})"
 
 

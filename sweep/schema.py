@@ -50,6 +50,9 @@ TRIALS = pa.schema([
     ("budget_target_params", pa.int64()),
     ("num_kv_heads", pa.int64()),  # key/value heads (grouped-query attention); = num_heads for multi-head attention
     ("conditioning", pa.string()),  # the intervention on the attention block's conditioning (workers/conditioning.py)
+    # the control arm this config is (the space's `controls:`, e.g. half_mlp); NULL for the grid's configs and
+    # for rows written before controls existed. Not part of the config id.
+    ("control", pa.string()),
     ("status", pa.string()),  # ok | diverged | oom | error | pruned
     ("error", pa.string()),
     ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)

@@ -33,7 +33,7 @@ log = logging.getLogger("sweep.sink")
 DRIVER_COLUMNS = frozenset({
     "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",
     "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "head_dim_rule", "metric", "metric_mode",
-    "score", "budget_way", "budget_target_params", "restarts", "node_id", "git_sha", "trial_config",
+    "score", "budget_way", "budget_target_params", "restarts", "node_id", "git_sha", "trial_config", "control",
 })  # fmt: skip
 # Every other trials column is taken from the worker's record (sweep/schema.py is the one list of columns).
 RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
@@ -148,6 +148,7 @@ class TrialRows:
             **self.identity(),
             "profile": p["profile"],
             "is_baseline": p["is_baseline"],
+            "control": p.get("control"),  # payloads from before control arms: none
             "family": p["family"],
             **p["shape"],
             "params": p["planned_params"],

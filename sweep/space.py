@@ -271,7 +271,9 @@ class Published(Strict):
     classes); None when the paper gives none. ``score``: the published value of the space's headline
     metric (``top1`` is its older name for vision rows). ``mismatch``: when no reading of the published
     row reproduces that count within 1%, or there is no count, why; left empty, the count must match (a
-    test holds both to it).
+    test holds both to it). ``source``: where the row comes from when it is not the paper the space's
+    question is about (2505.20802), and under which recipe it was trained, so that a score from another
+    paper's recipe is read as such (``sweep plan`` prints it).
     """
 
     label: str = Field(min_length=1)
@@ -280,6 +282,26 @@ class Published(Strict):
     top1: float | None = None
     score: float | None = None
     mismatch: str | None = None
+    source: str | None = None
+
+
+CONTROL_LABEL = r"^[a-z][a-z0-9_]*$"
+
+
+class Control(Strict):
+    """A control arm: one more configuration, not crossed with the axes, that answers "is the trade better
+    than the obvious other way of saving the same parameters?".
+
+    ``label``: its name in the plan and in the results (the trials' ``control`` column), lower case, e.g.
+    ``half_mlp``. ``shape``: axis values that override the baseline's (``{mlp_dim: 1536}``); every axis it
+    leaves out is the baseline's, and head_dim follows the baseline's head_dim rule unless given. ``why``:
+    what it controls for. The label is not part of the config id: a control whose shape the grid already
+    holds is that config, labelled. Built for the baseline's family (``model.family``).
+    """
+
+    label: str = Field(pattern=CONTROL_LABEL, max_length=40)
+    shape: Annotated[dict[str, PositiveInt | Conditioning], Field(min_length=1)]
+    why: str = ""
 
 
 Tracker = Literal["mlflow", "tensorboard", "wandb"]
@@ -430,6 +452,7 @@ class Profile(Strict):
     published: list[Any] | None = None
     log: list[Any] | dict[str, Any] | None = None
     budget: dict[str, Any] | None = None
+    controls: list[Any] | None = None  # replaces the space's list (scale a control to the profile's sizes)
 
 
 class Space(Strict):
@@ -456,6 +479,7 @@ class Space(Strict):
     resources: Resources = Resources()
     metric: Metric = Metric()
     published: list[Published] = []
+    controls: list[Control] = []  # control arms beside the grid (Control); each adds one config at most
     log: Log = Log()
     budget: Budget | None = None  # one parameter budget spent deeper, wider or on more heads (Budget)
     profiles: dict[str, Profile] = {}
@@ -465,6 +489,14 @@ class Space(Strict):
     @classmethod
     def _rule_as_list(cls, value):
         return [value] if isinstance(value, str) else value
+
+    @field_validator("controls")
+    @classmethod
+    def _unique_control_labels(cls, controls: list[Control]) -> list[Control]:
+        labels = [c.label for c in controls]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"control labels must be unique, but got {labels}; rename the repeats")
+        return controls
 
     @field_validator("seeds")
     @classmethod
@@ -501,6 +533,7 @@ SECTION_MODELS = {
     "metric": Metric,
     "log": Log,
     "budget": Budget,
+    "controls": Control,
 }
 
 

@@ -225,6 +225,8 @@ def profile_path(path: str, prefix: str, override: dict | None) -> str:
     for part in path.replace("[", ".").replace("]", "").split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):  # controls[0], published[1]
+            node = node[int(part)]
         else:
             return path
     return prefix + path

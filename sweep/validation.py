@@ -16,6 +16,7 @@ from sweep.plan import (
     Shape,
     budget_base,
     constraint_violation,
+    control_shape,
     enumerate_shapes,
     model_fields,
     plan_budgets,
@@ -60,6 +61,7 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
         issues += shape_issues(space, file)
     if not issues:
         issues += budget_issues(space, file)
+        issues += control_issues(space, file)
     return issues
 
 
@@ -354,3 +356,48 @@ def check_data(space: Space, space_ref: str) -> None:
             else ""
         )
         raise DataUnavailableError(f"{exc}{hint}") from exc
+
+
+def control_key_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Each control's shape names axes, with whole numbers (a name for ``conditioning``)."""
+    issues: list[ConfigIssue] = []
+    for index, control in enumerate(space.controls):
+        for key, value in control.shape.items():
+            path = f"controls[{index}].shape.{key}"
+            if key not in AXIS_NAMES:
+                rule = f"keys must be among {', '.join(AXIS_NAMES)}"
+                issues.append(ConfigIssue(file, path, rule, key, did_you_mean(key, AXIS_NAMES) + "remove it"))
+            elif (key == "conditioning") != isinstance(value, str):
+                kind = "a conditioning name" if key == "conditioning" else "a whole number"
+                issues.append(ConfigIssue(file, path, f"must be {kind}", value, f"write {kind}"))
+    return issues
+
+
+def control_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """Each control arm can be built from the baseline (head_dim rule, key/value heads, constraints, and
+    what the family can build), differs from the baseline, and from every other control."""
+    issues = control_key_issues(space, file)
+    if issues or not space.controls:
+        return issues
+    shapes, _ = enumerate_shapes(space)
+    baseline = next(s for s in shapes if s.key() == resolve_baseline(space, shapes))
+    seen: dict[tuple, str] = {}
+    for index, control in enumerate(space.controls):
+        path = f"controls[{index}].shape"
+        shape, reason = control_shape(space, baseline, control)
+        if shape is None:
+            rule = "a control is the baseline with these values; that shape must be buildable"
+            issues.append(ConfigIssue(file, path, rule, dict(control.shape), f"change it: {reason}"))
+            continue
+        if shape.key() == baseline.key():
+            rule = "a control must differ from the baseline"
+            issues.append(ConfigIssue(file, path, rule, dict(control.shape), "change a value, or remove the control"))
+        elif shape.key() in seen:
+            rule = f"two controls have the same shape (controls {seen[shape.key()]!r} and {control.label!r})"
+            issues.append(ConfigIssue(file, path, rule, dict(control.shape), "remove one of them"))
+        seen.setdefault(shape.key(), control.label)
+        issues += [
+            ConfigIssue(file, f"controls[{index}]", f"control {control.label!r}: {i.rule}", i.value, i.fix)
+            for i in family_issues(space, [shape], file)
+        ]
+    return issues

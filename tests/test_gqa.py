@@ -1,0 +1,200 @@
+"""Grouped-query attention (``num_kv_heads``) in the GPT-2 family: the model at num_kv_heads = num_heads is
+HF's own, each key/value head serves its group of query heads (against an MHA GPT-2 with the K/V weights
+copied per group), HF's KV cache in ``generate`` holds only the kv heads and decodes as the full forward
+does, parameters and FLOPs against closed forms written here, κ against a float64 computation written here,
+and ``kv_cache_bytes_per_token`` against the bytes of HF's cache after ``generate``."""
+
+import math
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import capture_layer_inputs
+from workers.config import ModelSpec
+from workers.models import ModelConfigError, build_model, kappa_layers
+from workers.probes.flops import forward_flops_per_sample
+from workers.probes.kappa import kappa_per_layer
+from workers.probes.params import param_breakdown
+from workers.probes.throughput import generated_token_latency_ms, kv_cache_bytes_per_token
+
+VOCAB = 50
+
+
+def gqa_spec(heads=4, kv=None, depth=2, width=32, mlp=64, seq_len=16, head_dim=None) -> ModelSpec:
+    return ModelSpec(
+        family="gpt2", depth=depth, num_heads=heads, num_kv_heads=kv, embed_dim=width, mlp_dim=mlp,
+        seq_len=seq_len, vocab_size=VOCAB, num_classes=VOCAB, head_dim=head_dim,
+    )  # fmt: skip
+
+
+def windows(batch=2, tokens=16, seed=0) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, tokens), generator=torch.Generator().manual_seed(seed))
+
+
+def test_num_kv_heads_equal_to_num_heads_is_hf_gpt2_parameter_for_parameter():
+    torch.manual_seed(0)
+    plain = build_model(gqa_spec(heads=4))
+    torch.manual_seed(0)
+    same = build_model(gqa_spec(heads=4, kv=4))
+    assert type(same.lm.transformer.h[0].attn) is type(plain.lm.transformer.h[0].attn)
+    theirs, ours = plain.state_dict(), same.state_dict()
+    assert theirs.keys() == ours.keys()
+    assert all(torch.equal(theirs[name], ours[name]) for name in theirs)
+
+
+def test_crammed_bert_rejects_num_kv_heads_and_says_so():
+    spec = ModelSpec(
+        family="crammed_bert", depth=1, num_heads=4, num_kv_heads=2, embed_dim=32, mlp_dim=64, seq_len=16,
+        vocab_size=VOCAB, num_classes=VOCAB,
+    )  # fmt: skip
+    with pytest.raises(ModelConfigError, match="does not take num_kv_heads"):
+        build_model(spec)
+
+
+@pytest.mark.parametrize("heads,kv,head_dim", [(4, 2, None), (4, 1, None), (8, 2, 16)])
+def test_each_kv_head_serves_its_group_of_query_heads(heads, kv, head_dim):
+    """A GQA GPT-2 computes what an MHA GPT-2 of the same h and d computes when query head i's key and value
+    weights are key/value head ⌊i / (h/kv)⌋'s: checked in float64 on both of HF's attention paths."""
+    torch.manual_seed(2)
+    grouped = build_model(gqa_spec(heads=heads, kv=kv, head_dim=head_dim)).double().eval()
+    full = build_model(gqa_spec(heads=heads, head_dim=head_dim)).double().eval()
+    shared = {name: value for name, value in grouped.state_dict().items() if "c_attn" not in name}
+    full.load_state_dict(shared, strict=False)  # all but c_attn, whose shapes differ: set below
+    d = grouped.lm.transformer.h[0].attn.head_dim
+    for ours, theirs in zip(grouped.lm.transformer.h, full.lm.transformer.h, strict=True):
+        q, k, v = ours.attn.c_attn.weight.split([heads * d, kv * d, kv * d], dim=1)  # Conv1D: (in, out)
+        qb, kb, vb = ours.attn.c_attn.bias.split([heads * d, kv * d, kv * d])
+        per_head = lambda x: x.unflatten(-1, (kv, d)).repeat_interleave(heads // kv, dim=-2).flatten(-2)  # noqa: E731
+        with torch.no_grad():
+            theirs.attn.c_attn.weight.copy_(torch.cat([q, per_head(k), per_head(v)], dim=1))
+            theirs.attn.c_attn.bias.copy_(torch.cat([qb, per_head(kb), per_head(vb)]))
+    ids = windows()
+    with torch.no_grad():
+        expected = full(ids)
+        for implementation in ("sdpa", "eager"):
+            grouped.lm.config._attn_implementation = implementation
+            assert torch.allclose(grouped(ids), expected, atol=1e-10), implementation
+
+
+def cache_of_generate(model, prompt: torch.Tensor, new_tokens: int):
+    """HF's cache after greedy ``generate`` with it, and the ids generated."""
+    out = model.lm.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+        do_sample=False, use_cache=True, pad_token_id=0, return_dict_in_generate=True,
+    )  # fmt: skip
+    return out.cache, out.sequences
+
+
+@pytest.mark.parametrize("heads,kv", [(4, 4), (4, 2), (4, 1)])
+def test_kv_cache_holds_only_the_kv_heads_and_decodes_as_the_full_forward(heads, kv):
+    """HF's cache after ``generate`` holds (B, kv, tokens, d) per layer for K and V; its bytes per cached
+    token are ``kv_cache_bytes_per_token``; greedy decoding with the cache picks, at every step, the argmax
+    of a full forward over the whole sequence (no cache)."""
+    torch.manual_seed(3)
+    s = gqa_spec(heads=heads, kv=kv)
+    model = build_model(s).eval()
+    prompt = windows(batch=1, tokens=6, seed=1)
+    with torch.no_grad():
+        cache, sequences = cache_of_generate(model, prompt, 8)
+        full = model(sequences)
+    assert torch.equal(full[0, 5:-1].argmax(-1), sequences[0, 6:])
+    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    d = s.resolved_head_dim
+    cached = cache.get_seq_length()
+    assert cached >= 13  # the prompt and every generated token but (at most) the last
+    assert all(t.shape == (1, kv, cached, d) for t in tensors)
+    measured = sum(t.numel() * t.element_size() for t in tensors) / cached
+    assert kv_cache_bytes_per_token(s, model, nullcontext) == measured == 2 * s.depth * kv * d * 4
+
+
+def test_kv_cache_bytes_follow_the_dtype_k_and_v_are_computed_in():
+    s = gqa_spec(heads=4, kv=2)
+    model = build_model(s).to(torch.bfloat16)
+    assert kv_cache_bytes_per_token(s, model, nullcontext) == 2 * 2 * 2 * 8 * 2
+    cpu_bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    assert kv_cache_bytes_per_token(s, build_model(s), cpu_bf16) == 2 * 2 * 2 * 8 * 2
+
+
+def test_per_token_latency_runs_on_the_grouped_model_with_hf_cache():
+    model = build_model(gqa_spec(heads=4, kv=1))
+    latency = generated_token_latency_ms(model, windows(batch=1), warmup_steps=0, iters=2, autocast=nullcontext)
+    assert latency > 0.0
+
+
+# --- parameters and FLOPs ----------------------------------------------------------------------------------
+
+
+def expected_params(s: ModelSpec) -> tuple[int, int]:
+    """(total, attention) parameters of GPT-2 with grouped K/V, counted by hand (C = d_model, d = head_dim,
+    M = mlp_dim): embeddings V·C + N·C; per block two LayerNorms 4C, c_attn C·(h+2kv)·d + (h+2kv)·d, c_proj
+    h·d·C + C, MLP C·M + M + M·C + C; the final LayerNorm 2C; the output layer tied to the token embedding."""
+    c, m, h, kv, d = s.embed_dim, s.mlp_dim, s.num_heads, s.resolved_num_kv_heads, s.resolved_head_dim
+    attention = c * (h + 2 * kv) * d + (h + 2 * kv) * d + h * d * c + c
+    block = 4 * c + attention + c * m + m + m * c + c
+    return VOCAB * c + s.seq_len * c + s.depth * block + 2 * c, s.depth * attention
+
+
+def expected_flops(s: ModelSpec) -> int:
+    """Forward FLOPs of one window of N tokens (2 per multiply-add, matmuls only): per token and block,
+    c_attn 2·C·(h+2kv)·d, Q Kᵀ 2·N·h·d and P V 2·N·h·d (each query head scores all N keys: grouping does not
+    shrink these, and the causal mask skips nothing), c_proj 2·h·d·C, MLP 4·C·M; the output layer 2·C·V."""
+    c, m, h, kv, d, n = s.embed_dim, s.mlp_dim, s.num_heads, s.resolved_num_kv_heads, s.resolved_head_dim, s.seq_len
+    per_token = 2 * c * (h + 2 * kv) * d + 4 * n * h * d + 2 * h * d * c + 4 * c * m
+    return n * (s.depth * per_token + 2 * c * VOCAB)
+
+
+@pytest.mark.parametrize("heads,kv,head_dim", [(4, 4, None), (4, 2, None), (4, 1, None), (8, 2, 16), (16, 4, 4)])
+def test_params_and_flops_match_closed_forms(heads, kv, head_dim):
+    s = gqa_spec(heads=heads, kv=kv, head_dim=head_dim)
+    breakdown = param_breakdown(s, build_model(s))
+    total, attention = expected_params(s)
+    assert (breakdown["params"], breakdown["params_attention"]) == (total, attention)
+    assert forward_flops_per_sample(s) == expected_flops(s)
+
+
+# --- κ of grouped causal attention ------------------------------------------------------------------------------
+
+
+def direct_grouped_blocks(attention, hidden: torch.Tensor, heads: int, kv: int) -> list[np.ndarray]:
+    """A = [A_1 … A_h], A_i = softmax(mask(Q_i K_{g(i)}ᵀ/√d)) V_{g(i)}, g(i) = ⌊i / (h/kv)⌋, per window, written
+    out in numpy float64 from c_attn's weights."""
+    x = hidden.detach().double().numpy()
+    weight = attention.c_attn.weight.detach().double().numpy()
+    bias = attention.c_attn.bias.detach().double().numpy()
+    d = weight.shape[1] // (heads + 2 * kv)
+    blocks = []
+    for window in x:
+        n = len(window)
+        qkv = window @ weight + bias
+        q, k, v = qkv[:, : heads * d], qkv[:, heads * d : (heads + kv) * d], qkv[:, (heads + kv) * d :]
+        out = []
+        for i in range(heads):
+            j = i // (heads // kv)
+            qi, kj, vj = q[:, i * d : (i + 1) * d], k[:, j * d : (j + 1) * d], v[:, j * d : (j + 1) * d]
+            scores = qi @ kj.T / math.sqrt(d)
+            scores[np.triu(np.ones((n, n), dtype=bool), 1)] = -np.inf  # token t sees tokens ≤ t
+            weights = np.exp(scores - scores.max(-1, keepdims=True))
+            out.append(weights / weights.sum(-1, keepdims=True) @ vj)
+        blocks.append(np.concatenate(out, axis=1))
+    return blocks
+
+
+@pytest.mark.parametrize("heads,kv,head_dim", [(4, 2, None), (8, 1, 16)])
+def test_kappa_of_grouped_heads_matches_a_direct_float64_computation(heads, kv, head_dim):
+    torch.manual_seed(0)
+    s = gqa_spec(heads=heads, kv=kv, head_dim=head_dim)
+    model = build_model(s).eval()
+    inputs = {"input_ids": windows(batch=3), "attention_mask": torch.ones(3, 16, dtype=torch.long)}
+    layers = kappa_layers(s, model)
+    captured = capture_layer_inputs(model, layers, inputs)
+    rows = kappa_per_layer(s, model, inputs)
+    for layer, row in zip(layers, rows, strict=True):
+        kappas = []
+        for block in direct_grouped_blocks(layer.module, captured[layer.name], heads, kv):
+            assert block.shape == (16, heads * s.resolved_head_dim)
+            singular = np.linalg.svd(block, compute_uv=False)
+            kappas.append(singular[0] / singular[-1])
+        assert row["kappa"] == pytest.approx(float(np.median(kappas)), rel=1e-6)
+        assert row["kappa_max"] == pytest.approx(max(kappas), rel=1e-6)

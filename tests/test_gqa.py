@@ -13,7 +13,7 @@ import torch
 
 from tests.helpers import capture_layer_inputs
 from workers.config import ModelSpec
-from workers.models import ModelConfigError, build_model, kappa_layers
+from workers.models import build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer
 from workers.probes.params import param_breakdown
@@ -44,15 +44,6 @@ def test_num_kv_heads_equal_to_num_heads_is_hf_gpt2_parameter_for_parameter():
     assert all(torch.equal(theirs[name], ours[name]) for name in theirs)
 
 
-def test_crammed_bert_rejects_num_kv_heads_and_says_so():
-    spec = ModelSpec(
-        family="crammed_bert", depth=1, num_heads=4, num_kv_heads=2, embed_dim=32, mlp_dim=64, seq_len=16,
-        vocab_size=VOCAB, num_classes=VOCAB,
-    )  # fmt: skip
-    with pytest.raises(ModelConfigError, match="does not take num_kv_heads"):
-        build_model(spec)
-
-
 @pytest.mark.parametrize("heads,kv,head_dim", [(4, 2, None), (4, 1, None), (8, 2, 16)])
 def test_each_kv_head_serves_its_group_of_query_heads(heads, kv, head_dim):
     """A GQA GPT-2 computes what an MHA GPT-2 of the same h and d computes when query head i's key and value
@@ -60,22 +51,35 @@ def test_each_kv_head_serves_its_group_of_query_heads(heads, kv, head_dim):
     torch.manual_seed(2)
     grouped = build_model(gqa_spec(heads=heads, kv=kv, head_dim=head_dim)).double().eval()
     full = build_model(gqa_spec(heads=heads, head_dim=head_dim)).double().eval()
-    shared = {name: value for name, value in grouped.state_dict().items() if "c_attn" not in name}
-    full.load_state_dict(shared, strict=False)  # all but c_attn, whose shapes differ: set below
     d = grouped.lm.transformer.h[0].attn.head_dim
-    for ours, theirs in zip(grouped.lm.transformer.h, full.lm.transformer.h, strict=True):
-        q, k, v = ours.attn.c_attn.weight.split([heads * d, kv * d, kv * d], dim=1)  # Conv1D: (in, out)
-        qb, kb, vb = ours.attn.c_attn.bias.split([heads * d, kv * d, kv * d])
-        per_head = lambda x: x.unflatten(-1, (kv, d)).repeat_interleave(heads // kv, dim=-2).flatten(-2)  # noqa: E731
-        with torch.no_grad():
-            theirs.attn.c_attn.weight.copy_(torch.cat([q, per_head(k), per_head(v)], dim=1))
-            theirs.attn.c_attn.bias.copy_(torch.cat([qb, per_head(kb), per_head(vb)]))
+    copy_grouped_weights(grouped, full, "c_attn", heads, kv, d, dim=1)  # Conv1D: (in, out)
     ids = windows()
     with torch.no_grad():
         expected = full(ids)
         for implementation in ("sdpa", "eager"):
             grouped.lm.config._attn_implementation = implementation
             assert torch.allclose(grouped(ids), expected, atol=1e-10), implementation
+
+
+def copy_grouped_weights(grouped, full, fused: str, heads: int, kv: int, d: int, dim: int) -> None:
+    """``full`` (multi-head) takes ``grouped``'s weights; its fused q/k/v projection ``fused`` (outputs along
+    ``dim``) takes the queries as they are and, for query head i, key/value head ⌊i / (h/kv)⌋'s weights."""
+    shared = {name: value for name, value in grouped.state_dict().items() if fused not in name}
+    full.load_state_dict(shared, strict=False)
+    theirs = {name: p for name, p in full.named_parameters() if fused in name}
+    for name, ours in grouped.named_parameters():
+        if fused in name:
+            along = dim if ours.dim() > 1 else 0  # biases: their only dimension
+            q, k, v = ours.split([heads * d, kv * d, kv * d], dim=along)
+            k, v = (per_query_head(x, along, kv, heads // kv) for x in (k, v))
+            with torch.no_grad():
+                theirs[name].copy_(torch.cat([q, k, v], dim=along))
+
+
+def per_query_head(x: torch.Tensor, along: int, kv: int, groups: int) -> torch.Tensor:
+    """kv heads of width d along ``along``, each repeated for its ``groups`` query heads, in order."""
+    heads = x.unflatten(along, (kv, -1)).repeat_interleave(groups, dim=along)
+    return heads.flatten(along, along + 1)
 
 
 def cache_of_generate(model, prompt: torch.Tensor, new_tokens: int):
@@ -121,6 +125,71 @@ def test_per_token_latency_runs_on_the_grouped_model_with_hf_cache():
     model = build_model(gqa_spec(heads=4, kv=1))
     latency = generated_token_latency_ms(model, windows(batch=1), warmup_steps=0, iters=2, autocast=nullcontext)
     assert latency > 0.0
+
+
+# --- Crammed BERT (ModernBERT's layers): grouping in an encoder --------------------------------------------
+
+
+def bert_spec(heads=4, kv=None, depth=2, width=32) -> ModelSpec:
+    return ModelSpec(
+        family="crammed_bert", depth=depth, num_heads=heads, num_kv_heads=kv, embed_dim=width, mlp_dim=48,
+        seq_len=16, vocab_size=VOCAB, num_classes=VOCAB,
+    )  # fmt: skip
+
+
+def padded_batch(lengths=(16, 11, 7)) -> dict:
+    ids = windows(batch=len(lengths), seed=4)
+    mask = (torch.arange(16) < torch.tensor(lengths)[:, None]).long()
+    return {"input_ids": ids * mask, "attention_mask": mask}
+
+
+def test_crammed_bert_num_kv_heads_equal_to_num_heads_is_modernberts_own():
+    torch.manual_seed(0)
+    plain = build_model(bert_spec(heads=4))
+    torch.manual_seed(0)
+    same = build_model(bert_spec(heads=4, kv=4))
+    assert type(same.lm.model.layers[0].attn) is type(plain.lm.model.layers[0].attn)
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(), same.state_dict().values(), strict=True))
+
+
+@pytest.mark.parametrize("heads,kv", [(4, 2), (4, 1)])
+def test_crammed_bert_kv_heads_serve_their_groups_with_rope_and_padding(heads, kv):
+    """As for GPT-2: equal, on both attention paths and with padded keys masked, to the multi-head encoder
+    with K/V weights copied per group; K/V parameters shrink by 2·C·(h−kv)·d per layer (no bias)."""
+    torch.manual_seed(5)
+    grouped = build_model(bert_spec(heads=heads, kv=kv)).double().eval()
+    full = build_model(bert_spec(heads=heads)).double().eval()
+    d = 32 // heads
+    copy_grouped_weights(grouped, full, "Wqkv", heads, kv, d, dim=0)  # nn.Linear: (out, in)
+    saved = sum(p.numel() for p in full.parameters()) - sum(p.numel() for p in grouped.parameters())
+    assert saved == 2 * 2 * 32 * (heads - kv) * d
+    batch = padded_batch()
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        expected = full(**batch)[real]
+        for implementation in ("sdpa", "eager"):
+            grouped.lm.config._attn_implementation = implementation
+            assert torch.allclose(grouped(**batch)[real], expected, atol=1e-10), implementation
+
+
+def test_crammed_bert_grouped_probe_block_is_what_the_layer_computes():
+    """The κ probe's A (h blocks, query head i reading kv head ⌊i/(h/kv)⌋), through Wo, is the grouped
+    layer's own output at the real tokens (float64)."""
+    torch.manual_seed(6)
+    s = bert_spec(heads=4, kv=2)
+    model = build_model(s).double().eval()
+    batch = padded_batch()
+    attention = model.lm.model.layers[1].attn
+    seen = {}
+    hook = attention.register_forward_hook(lambda _m, args, out: seen.update(input=args[0], output=out[0]))
+    with torch.no_grad():
+        model(**batch)
+        hook.remove()
+        mask = batch["attention_mask"].bool()
+        blocks = kappa_layers(s, model)[1].block(attention, seen["input"], 3, mask)
+        for row, block in enumerate(blocks):
+            assert block.shape[-1] == 32  # h · d
+            assert torch.allclose(attention.Wo(block[0]), seen["output"][row, mask[row]], atol=1e-10)
 
 
 # --- parameters and FLOPs ----------------------------------------------------------------------------------

@@ -267,3 +267,19 @@ def test_kappa_of_grouped_heads_matches_a_direct_float64_computation(heads, kv, 
             kappas.append(singular[0] / singular[-1])
         assert row["kappa"] == pytest.approx(float(np.median(kappas)), rel=1e-6)
         assert row["kappa_max"] == pytest.approx(max(kappas), rel=1e-6)
+
+
+# --- the report tells grouped configs apart -------------------------------------------------------------------
+
+
+def test_report_words_and_tables_tell_grouped_configs_apart():
+    from sweep.report import VERDICT_COLUMNS, shape_words, short_shape, with_kv
+
+    mha = {"depth": 2, "num_heads": 16, "head_dim": 4, "num_kv_heads": 16}
+    mqa = {**mha, "num_kv_heads": 1}
+    assert shape_words(mha) == "2 blocks × 16 heads of 4"
+    assert shape_words(mqa) == "2 blocks × 16 heads of 4, 1 key/value head"
+    assert (short_shape(mha), short_shape(mqa)) == ("2×16", "2×16/1kv")
+    assert with_kv(VERDICT_COLUMNS, [mha]) == VERDICT_COLUMNS  # nothing grouped: the table as before
+    columns = with_kv(VERDICT_COLUMNS, [mha, mqa], ("kv_cache_bytes_per_token",))
+    assert columns[columns.index("num_heads") + 1] == "num_kv_heads" and columns[-1] == "kv_cache_bytes_per_token"

@@ -192,6 +192,26 @@ def test_crammed_bert_grouped_probe_block_is_what_the_layer_computes():
             assert torch.allclose(attention.Wo(block[0]), seen["output"][row, mask[row]], atol=1e-10)
 
 
+def test_a_grouped_trial_records_its_kv_heads_cache_bytes_and_token_latency():
+    """A causal-LM trial (20 steps on MQAR) with 4 heads sharing 2 key/value heads: its record names the kv
+    heads, the closed-form KV bytes (float32 on CPU) and a per-token latency measured with HF's cache."""
+    from workers.trial import run_trial
+
+    config = {
+        "model": {"family": "gpt2", "depth": 2, "num_heads": 4, "num_kv_heads": 2, "embed_dim": 32, "mlp_dim": 64},
+        "data": {"name": "mqar", "seq_len": 16, "mqar": {"vocab_size": 32, "num_kv_pairs": 2, "train_rows": 1000,
+                                                         "val_rows": 100}},
+        "train": {"epochs": 1, "max_steps": 20, "batch_size": 32, "lr": 3e-3, "warmup_steps": 2},
+        "probes": {"kappa_samples": 2, "kappa_every_epochs": 0, "throughput_steps": 2, "latency_iters": 2},
+        "threads": 1,
+    }  # fmt: skip
+    record = run_trial(config)
+    assert record["status"] == "ok", record.get("error")
+    assert (record["num_heads"], record["num_kv_heads"], record["head_dim"]) == (4, 2, 8)
+    assert record["kv_cache_bytes_per_token"] == 2 * 2 * 2 * 8 * 4
+    assert record["token_latency_ms"] > 0.0
+
+
 # --- parameters and FLOPs ----------------------------------------------------------------------------------
 
 

@@ -462,6 +462,7 @@ def shape_fields(spec: ModelSpec) -> dict:
         "family": spec.family,
         "depth": spec.depth,
         "num_heads": spec.num_heads,
+        "num_kv_heads": spec.resolved_num_kv_heads,  # = num_heads for multi-head attention
         "head_dim": spec.resolved_head_dim,
         "embed_dim": spec.embed_dim,
         "mlp_dim": spec.mlp_dim,

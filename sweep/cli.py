@@ -194,12 +194,14 @@ def launch(plan: Plan, args) -> int:
 def plan_rows(plan: Plan) -> list[dict]:
     rows = []
     several = len(plan.space.families()) > 1
+    grouped = any(config.shape.kv_heads != config.shape.num_heads for config in plan.configs)  # GQA in the grid
     for config in plan.configs:
         shape = config.shape
         rows.append({
             "config_id": config.config_id, "baseline": config.is_baseline,
             **({"family": shape.family} if several else {}), "depth": shape.depth,
-            "num_heads": shape.num_heads, "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
+            "num_heads": shape.num_heads, **({"num_kv_heads": shape.kv_heads} if grouped else {}),
+            "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
             **({"budget_way": shape.budget_way} if plan.budgets else {}),
             "params": config.params, "flops_per_sample": config.flops_per_sample,

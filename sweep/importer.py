@@ -51,7 +51,7 @@ NON_NEGATIVE = (
     "restarts", "epochs_run", "steps_run", "seq_len", "params_attention", "params_mlp", "params_embed_head",
     "val_loss", "perplexity", "train_samples_per_s", "infer_samples_per_s", "train_tokens_per_s",
     "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
-    "kappa_probe_s", "finetune_s", "resident_data_bytes",
+    "kappa_probe_s", "finetune_s", "resident_data_bytes", "kv_cache_bytes_per_token",
 )  # fmt: skip
 SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.plan.Shape.key(), which adds the key/value heads and conditioning
 SPACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # it names a folder under results/<table>/

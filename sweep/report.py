@@ -142,8 +142,9 @@ def depth_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     for edge in edges:
         rows = [v for v in verdicts if (v["family"], v["num_heads"], v["head_dim"], v["embed_dim"], v["mlp_dim"])
                 == (edge["family"], edge["num_heads"], edge["head_dim"], edge["embed_dim"], edge["mlp_dim"])
+                and v.get("num_kv_heads") == edge.get("num_kv_heads")
                 and v["depth"] <= v["baseline_depth"]]  # fmt: skip
-        label = f"{family_prefix(edge, edges)}{edge['num_heads']} heads of {edge['head_dim']}"
+        label = f"{family_prefix(edge, edges)}{edge['num_heads']} heads of {edge['head_dim']}{kv_words(edge)}"
         sentences.append(
             edge_sentence(
                 label, "depth", edge["holds_down_to_depth"], edge["breaks_at_depth"], edge["depths_tried"], rows
@@ -157,8 +158,11 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     for edge in edges:
         rows = [v for v in verdicts if (v["family"], v["depth"], v["embed_dim"], v["mlp_dim"])
                 == (edge["family"], edge["depth"], edge["embed_dim"], edge["mlp_dim"])
+                and heads_per_kv_head(v) == edge.get("heads_per_kv_head", 1)
                 and v["attn_dim"] == v["embed_dim"] and v["head_dim"] <= v["baseline_head_dim"]]  # fmt: skip
-        label = f"{family_prefix(edge, edges)}depth {edge['depth']} (d_model {edge['embed_dim']})"
+        sharing = edge.get("heads_per_kv_head", 1)
+        grouped = f", {sharing} query heads per key/value head" if sharing != 1 else ""
+        label = f"{family_prefix(edge, edges)}depth {edge['depth']} (d_model {edge['embed_dim']}{grouped})"
         sentences.append(
             edge_sentence(
                 label,
@@ -174,7 +178,36 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
 
 def shape_words(row: dict) -> str:
     blocks = "block" if row["depth"] == 1 else "blocks"
-    return f"{row['depth']} {blocks} × {row['num_heads']} heads of {row['head_dim']}"
+    return f"{row['depth']} {blocks} × {row['num_heads']} heads of {row['head_dim']}{kv_words(row)}"
+
+
+def is_grouped(row: dict) -> bool:
+    """Grouped-query attention: fewer key/value heads than heads (rows without the column: multi-head)."""
+    return row.get("num_kv_heads") not in (None, row.get("num_heads"))
+
+
+def kv_words(row: dict) -> str:
+    """``, 4 key/value heads`` for grouped-query attention; nothing for multi-head attention."""
+    if not is_grouped(row):
+        return ""
+    return f", {row['num_kv_heads']} key/value head{'s' if row['num_kv_heads'] > 1 else ''}"
+
+
+def heads_per_kv_head(row: dict) -> int:
+    return row["num_heads"] // row["num_kv_heads"] if row.get("num_kv_heads") else 1
+
+
+def short_shape(row: dict) -> str:
+    """``2×16`` (depth × heads), ``2×16/4kv`` with grouped-query attention: the figures' labels."""
+    return f"{row['depth']}×{row['num_heads']}" + (f"/{row['num_kv_heads']}kv" if is_grouped(row) else "")
+
+
+def with_kv(columns: list[str], rows: list[dict], extra: tuple[str, ...] = ()) -> list[str]:
+    """``columns`` with ``num_kv_heads`` after ``num_heads`` (and ``extra`` at the end) when any row is grouped."""
+    if not any(is_grouped(r) for r in rows):
+        return columns
+    at = columns.index("num_heads") + 1
+    return [*columns[:at], "num_kv_heads", *columns[at:], *extra]
 
 
 def answer_paragraph(headline: Headline, verdicts: list[dict], space: str, profile: str | None = None) -> str:
@@ -246,7 +279,7 @@ def plot_pareto(configs: list[dict], front: list[dict], path: Path, headline: He
     )
     for c in front:
         ax.annotate(
-            f"{c['depth']}×{c['num_heads']}",
+            short_shape(c),
             (c["params"] / 1e6, c["score_mean"]),
             fontsize=7,
             xytext=(3, 3),
@@ -268,9 +301,10 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     """Depth × (heads, head_dim) grid of Δscore (config − baseline, the metric's units); blue is better in
     either direction (the colour map flips for metrics where lower is better); outlined by verdict colour;
     breaks hatched."""
-    columns = sorted({(r["family"], r["num_heads"], r["head_dim"]) for r in rows})  # a block per family
+    kv = lambda r: r.get("num_kv_heads") or r["num_heads"]  # noqa: E731
+    columns = sorted({(r["family"], r["num_heads"], r["head_dim"], -kv(r)) for r in rows})  # a block per family
     depths = sorted({r["depth"] for r in rows})
-    cells = {(r["depth"], r["family"], r["num_heads"], r["head_dim"]): r for r in rows}
+    cells = {(r["depth"], r["family"], r["num_heads"], r["head_dim"], -kv(r)): r for r in rows}
     fig, ax = plt.subplots(figsize=(1.1 * len(columns) + 2.5, 0.8 * len(depths) + 2))
     values = [[(cells.get((d, *column)) or {}).get("delta") for column in columns] for d in depths]
     finite = [abs(v) for row in values for v in row if v is not None]
@@ -283,11 +317,14 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
             cell = cells.get((depth, *column))
             if cell is not None and cell["delta"] is not None:
                 annotate_cell(ax, j, i, cell, limit, headline)
-    several = len({family for family, _, _ in columns}) > 1
-    labels = [(f"{family}\n" if several else "") + f"{h}×{k}" for family, h, k in columns]
+    several = len({column[0] for column in columns}) > 1
+    labels = [
+        (f"{family}\n" if several else "") + f"{h}×{k}" + (f"/{-minus_kv}kv" if -minus_kv != h else "")
+        for family, h, k, minus_kv in columns
+    ]
     ax.set_xticks(range(len(columns)), labels, rotation=30)
     ax.set_yticks(range(len(depths)), depths)
-    ax.set_xlabel("heads × head_dim")
+    ax.set_xlabel("heads × head_dim" + (" / key-value heads" if any(map(is_grouped, rows)) else ""))
     ax.set_ylabel("depth")
     ax.set_title(
         f"Δ{headline.name} vs baseline (★), {headline.unit} ({direction_words(headline.mode)}); "
@@ -321,9 +358,10 @@ def plot_kappa(rows: list[dict], path: Path) -> None:
     groups: dict[tuple, list[dict]] = {}
     for row in model_level:
         arm = "fixed width" if row["attn_dim"] == row["embed_dim"] else "wider block"
-        groups.setdefault((row["family"], row["depth"], arm), []).append(row)
-    for (family, depth, arm), members in sorted(groups.items()):
+        groups.setdefault((row["family"], row["depth"], arm, heads_per_kv_head(row)), []).append(row)
+    for (family, depth, arm, sharing), members in sorted(groups.items()):
         label = (f"{family}, " if several else "") + f"depth {depth}, {arm}"
+        label += f", {sharing} heads per kv head" if sharing != 1 else ""
         style = "-o" if arm == "fixed width" else "--s"
         members.sort(key=lambda r: r["num_heads"])
         left.plot([r["num_heads"] for r in members], [r["kappa_median"] for r in members], style, label=label)
@@ -349,7 +387,7 @@ def plot_throughput(configs: list[dict], path: Path) -> None:
         ax.scatter([c["params"] / 1e6 for c in done], [c[key] for c in done], marker=marker, label=label, alpha=0.8)
     for c in done:
         ax.annotate(
-            f"{c['depth']}×{c['num_heads']}",
+            short_shape(c),
             (c["params"] / 1e6, c["train_samples_per_s"]),
             fontsize=6,
             xytext=(2, 2),
@@ -758,16 +796,17 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
     parts += answer_section(space, headline, data)
     parts += edges_section(headline, data)
     parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
-    parts.append(markdown_table(data.front, FRONT_COLUMNS))
+    parts.append(markdown_table(data.front, with_kv(FRONT_COLUMNS, data.front)))
     if data.kappa:
         parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
         whole_block = [r for r in data.kappa if r["layer"] is None and r["attention"] is None]
-        parts.append(markdown_table(whole_block, KAPPA_COLUMNS))
+        parts.append(markdown_table(whole_block, with_kv(KAPPA_COLUMNS, whole_block)))
     if extra:
         parts.append(extra)
     parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
     parts.append("\n## Every config against the baseline\n")
-    parts.append(markdown_table(data.verdicts, VERDICT_COLUMNS))
+    decoding = ("kv_cache_bytes_per_token", "token_latency_ms")  # what grouping saves, beside what it costs
+    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, decoding)))
     parts.append("\n## Trials that did not finish\n")
     parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
     parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init sweep/views.sql`.\n')
@@ -781,7 +820,8 @@ def answer_section(space: str, headline: Headline, data: ReportData) -> list[str
     baseline = next((c for c in data.configs if c["is_baseline"]), None)
     if baseline:
         parts.append(
-            f"Baseline: depth {baseline['depth']} × {baseline['num_heads']} heads of {baseline['head_dim']}, "
+            f"Baseline: depth {baseline['depth']} × {baseline['num_heads']} heads of {baseline['head_dim']}"
+            f"{kv_words(baseline)}, "
             f"{baseline['params']:,} parameters, {headline.label} "
             f"{format_score(baseline['score_mean'], headline.name)} over {baseline['n_seeds']} seed(s).\n"
         )

@@ -98,10 +98,21 @@ def heatmap_caption(headline) -> str:
     )
 
 
+def kv_heads(row: dict) -> int:
+    """Key/value heads (rows without the column: multi-head attention, as many as heads)."""
+    return row.get("num_kv_heads") or row["num_heads"]
+
+
+def kv_words(row: dict) -> str:
+    """``, 4 key/value heads`` for grouped-query attention; nothing for multi-head attention."""
+    kv = kv_heads(row)
+    return "" if kv == row["num_heads"] else f", {kv} key/value head{'s' if kv > 1 else ''}"
+
+
 def heatmap_cell(row: dict, headline) -> tuple[str, str]:
     """A cell's text (Δ and verdict) and its hover (shape, Δ, 95% interval, verdict, evidence, seeds)."""
     name = headline.name
-    shape = f"depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']} ({row['family']})"
+    shape = f"depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}{kv_words(row)} ({row['family']})"
     delta = format_delta(row["delta"], name)
     if row["is_baseline"]:
         score = format_score(row["score_mean"], name)
@@ -121,15 +132,18 @@ def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:
     figure = go.Figure()
     if not verdicts:
         return no_data(figure, "no verdicts: the results hold no baseline row for this space")
-    columns = sorted({(r["family"], r["num_heads"], r["head_dim"]) for r in verdicts})
+    columns = sorted({(r["family"], r["num_heads"], r["head_dim"], -kv_heads(r)) for r in verdicts})
     depths = sorted({r["depth"] for r in verdicts})
-    cells = {(r["depth"], r["family"], r["num_heads"], r["head_dim"]): r for r in verdicts}
+    cells = {(r["depth"], r["family"], r["num_heads"], r["head_dim"], -kv_heads(r)): r for r in verdicts}
     grid = [[cells.get((depth, *column)) for column in columns] for depth in depths]
     texts = [[heatmap_cell(c, headline) if c and c["delta"] is not None else ("", "") for c in row] for row in grid]
     deltas = [abs(c["delta"]) for row in grid for c in row if c and c["delta"] is not None]
     limit = max([*deltas, headline.tolerance]) or 1.0
-    several = len({family for family, _, _ in columns}) > 1
-    labels = [(f"{family} " if several else "") + f"{heads}×{head_dim}" for family, heads, head_dim in columns]
+    several = len({column[0] for column in columns}) > 1
+    labels = [
+        (f"{family} " if several else "") + f"{heads}×{head_dim}" + (f"/{-minus_kv}kv" if -minus_kv != heads else "")
+        for family, heads, head_dim, minus_kv in columns
+    ]
     figure.add_trace(
         go.Heatmap(
             z=[[c["delta"] if c else None for c in row] for row in grid],
@@ -181,7 +195,7 @@ def point_hover(config: dict, headline) -> str:
         f"{title} {config[key]:.4g}" for key, title in PARETO_COSTS if config.get(key) is not None
     )  # fmt: skip
     return (
-        f"depth {config['depth']} × {config['num_heads']} heads of {config['head_dim']}<br>"
+        f"depth {config['depth']} × {config['num_heads']} heads of {config['head_dim']}{kv_words(config)}<br>"
         f"{headline.name} {format_score(config['score_mean'], headline.name)}{se} ({config['n_seeds']} seed(s))"
         f"<br>{costs}"
     )
@@ -213,7 +227,7 @@ def pareto_panel(figure: go.Figure, col: int, done: list[dict], front: list[dict
 
     errors = {"type": "data", "array": [c["score_se"] or 0 for c in done], "visible": True}
     add(done, mode="markers", name="config (± s.e.)", marker={"color": "#999"}, error_y=errors)
-    labels = [f"{c['depth']}×{c['num_heads']}" for c in front]
+    labels = [f"{c['depth']}×{c['num_heads']}" + (f"/{kv_heads(c)}kv" if kv_words(c) else "") for c in front]
     add(front, mode="lines+markers+text", name="Pareto front", line={"color": "#264653"}, text=labels,
         textposition="top right", cliponaxis=False)  # fmt: skip
     star = {"symbol": "star", "size": 16, "color": "#e76f51"}

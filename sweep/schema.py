@@ -85,7 +85,8 @@ TRIALS = pa.schema([
     ("latency_b1_ms", pa.float64()),  # one forward pass of one sample (a whole window for sequences)
     ("token_latency_ms", pa.float64()),  # causal LMs: per generated token, batch 1, KV cache, prefill excluded
     # causal LMs: bytes the KV cache holds per token of context, all layers: 2 (K and V) · depth · num_kv_heads ·
-    # head_dim · bytes per element of the cache's dtype (the model's parameter dtype)
+    # head_dim · bytes per element of the cache's dtype (what K and V are computed in: bf16 under CUDA autocast,
+    # else the model's parameter dtype)
     ("kv_cache_bytes_per_token", pa.int64()),
     ("kappa_mean", pa.float64()),
     ("kappa_max", pa.float64()),

@@ -43,6 +43,7 @@ from workers.probes.throughput import (
     batch1_latency_ms,
     generated_token_latency_ms,
     inference_throughput,
+    kv_cache_bytes_per_token,
     share_of_budget,
 )
 from workers.train import (
@@ -397,7 +398,7 @@ def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict
 def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: TrialRecord) -> None:
     """Peak memory of one more training step, inference throughput and batch-1 latency (and, for token
     sequences, throughput in tokens/s: samples/s × seq_len, the positions the model processes, padding
-    included; for causal LMs, latency per generated token).
+    included; for causal LMs, latency per generated token and the KV cache's bytes per token).
 
     ``peak_mem_bytes`` follows ``workers/probes/memory.py``: the step's own needs, gradients set to None
     first so the step allocates (and the probe counts) them once, resident data left out.
@@ -442,6 +443,7 @@ def measure_after_training(cfg: TrialConfig, ctx: TrainContext, data, record: Tr
         fields["token_latency_ms"] = generated_token_latency_ms(
             ctx.model, head(eval_inputs, 1)["input_ids"], warmup, cfg.probes.latency_iters, autocast, budget_s(1)
         )
+        fields["kv_cache_bytes_per_token"] = kv_cache_bytes_per_token(cfg.model, ctx.model, autocast)
     fields["end_probes_s"] = time.perf_counter() - started
 
 
@@ -460,6 +462,7 @@ def shape_fields(spec: ModelSpec) -> dict:
         "family": spec.family,
         "depth": spec.depth,
         "num_heads": spec.num_heads,
+        "num_kv_heads": spec.resolved_num_kv_heads,  # = num_heads for multi-head attention
         "head_dim": spec.resolved_head_dim,
         "embed_dim": spec.embed_dim,
         "mlp_dim": spec.mlp_dim,

@@ -15,6 +15,14 @@ here, against cramming's ``crammed-bert.yaml`` (JonasGeiping/cramming, ``arch/cr
   ``skip_head_transform: True``): ModernBERT's prediction head (dense + norm) is replaced by the identity;
 - q, k, v in one ``Wqkv`` without bias (cramming's ``qkv_bias: False``); head_dim = d_model / heads.
 
+Grouped-query attention (``num_kv_heads`` = kv, a divisor of h; not in cramming): ModernBERT's attention
+splits ``Wqkv`` into three equal parts, so a subclass, :class:`GroupedQueryModernBertAttention`, maps d_model
+to (h + 2·kv) · head_dim (q, then k, then v), rotates q and k, and lets the attention function share each
+key/value head among h/kv query heads (HF's sdpa path through ``num_key_value_groups``, the eager path by
+repeating them). Initialised as ModernBERT initialises its attention. An encoder has no KV cache, so here
+grouping saves only the K and V projections (parameters and FLOPs); it asks whether an encoder's heads can
+share keys and values, not what decoding saves. num_kv_heads unset or equal to h: ModernBERT's own layer.
+
 Differences, none of them in the parameter count beyond a few LayerNorm vectors: positions are rotary
 (ModernBERT's RoPE, θ = 10,000) where cramming adds scaled sinusoids (one learned scale); LayerNorms have
 no bias (cramming's do: 2 · d_model per norm more); the first layer's attention norm is the embedding norm
@@ -28,9 +36,11 @@ HF's mask builder inspects the mask's values, which FLOP counting on the meta de
 
 κ definition (kind ``self``), per layer and per sample with N = the sample's real tokens (right padding, so
 they are positions 0 … N-1):
-    Q_i, K_i, V_i ∈ R^{N×d}   head i's query, key and value from ``Wqkv`` at the real tokens
-    Q̃_i, K̃_i = RoPE(Q_i), RoPE(K_i) at positions 0 … N-1 (rotate-half form, θ = 10,000)
-    A_i = softmax(Q̃_i K̃_iᵀ / √d) V_i,   A = [A_1 … A_h] ∈ R^{N×h·d}   (before the output projection Wo)
+    Q_i, K_j, V_j ∈ R^{N×d}   query head i, key and value head j from ``Wqkv`` at the real tokens
+    g(i) = ⌊i / (h/kv)⌋   the key/value head query head i reads (g(i) = i without grouping)
+    Q̃_i, K̃_j = RoPE(Q_i), RoPE(K_j) at positions 0 … N-1 (rotate-half form, θ = 10,000)
+    A_i = softmax(Q̃_i K̃_{g(i)}ᵀ / √d) V_{g(i)},   A = [A_1 … A_h] ∈ R^{N×h·d}   (before the output projection Wo)
+With grouping, A keeps one block per query head: it is what Wo reads (workers/families/gpt2.py says why).
 Padded keys are masked out of the softmax in the model, so this is exactly the layer's output at the real
 tokens. A is recomputed in float64 from the attention's input (after the attention norm) and its weights.
 """
@@ -42,7 +52,14 @@ import copy
 import torch
 from torch import nn
 from transformers import ModernBertConfig, ModernBertForMaskedLM
-from transformers.models.modernbert.modeling_modernbert import ModernBertPredictionHead
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.modernbert.modeling_modernbert import (
+    ModernBertAttention,
+    ModernBertPredictionHead,
+    apply_rotary_pos_emb,
+    eager_attention_forward,
+)
 
 from workers.config import ModelSpec
 from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention
@@ -80,6 +97,51 @@ def crammed_bert_config(spec: ModelSpec, num_labels: int = 2) -> ModernBertConfi
     )
 
 
+class GroupedQueryModernBertAttention(ModernBertAttention):
+    """ModernBERT's attention with ``num_kv_heads`` key/value heads, each shared by num_heads / num_kv_heads
+    query heads (module docstring); everything else is ModernBERT's."""
+
+    def __init__(self, config: ModernBertConfig, layer_idx: int, num_kv_heads: int):
+        super().__init__(config, layer_idx)
+        heads = config.num_attention_heads
+        self.num_key_value_groups = heads // num_kv_heads  # read by HF's sdpa_attention_forward
+        self.split_size = [heads * self.head_dim, num_kv_heads * self.head_dim, num_kv_heads * self.head_dim]
+        self.Wqkv = nn.Linear(config.hidden_size, sum(self.split_size), bias=config.attention_bias)
+
+    def forward(
+        self, hidden_states: torch.Tensor, position_embeddings=None, attention_mask=None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch_tokens = hidden_states.shape[:-1]
+        query, key, value = (
+            x.view(*batch_tokens, -1, self.head_dim).transpose(1, 2)
+            for x in self.Wqkv(hidden_states).split(self.split_size, dim=-1)
+        )
+        cos, sin = position_embeddings
+        query, key = apply_rotary_pos_emb(query, key, cos, sin, unsqueeze_dim=1)
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, grouped_eager_attention)
+        output, weights = attend(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.head_dim**-0.5,
+            sliding_window=self.sliding_window,
+            deterministic=self.deterministic_flash_attn,
+            **kwargs,
+        )
+        return self.out_drop(self.Wo(output.reshape(*batch_tokens, -1).contiguous())), weights
+
+
+def grouped_eager_attention(module: GroupedQueryModernBertAttention, query, key, value, attention_mask, **kwargs):
+    """ModernBERT's eager attention after each key/value head is repeated for its query heads (``repeat_kv``)."""
+    groups = module.num_key_value_groups
+    return eager_attention_forward(
+        module, query, repeat_kv(key, groups), repeat_kv(value, groups), attention_mask, **kwargs
+    )
+
+
 class CrammedEncoder(nn.Module):
     """The encoder pass shared by the masked LM and the classifier: embeddings and their norm, the layers
     with RoPE and an additive padding mask, the final norm. Returns hidden states (B, N, d_model)."""
@@ -105,6 +167,10 @@ class CrammedMaskedLM(CrammedEncoder):
         super().__init__()
         self.lm = ModernBertForMaskedLM(crammed_bert_config(spec))
         self.lm.head = nn.Identity()  # cramming's skip_head_transform: the final norm feeds the decoder
+        if spec.resolved_num_kv_heads != spec.num_heads:  # grouped-query attention in every layer
+            for index, layer in enumerate(self.lm.model.layers):
+                layer.attn = GroupedQueryModernBertAttention(self.lm.config, index, spec.num_kv_heads)
+                layer.attn.apply(self.lm._init_weights)
 
     def backbone(self) -> nn.Module:
         return self.lm.model
@@ -175,12 +241,16 @@ def crammed_block(attention: nn.Module, hidden: torch.Tensor, n_samples: int, ma
     heads, head_dim = attention.config.num_attention_heads, attention.head_dim
     theta = attention.config.rope_parameters["full_attention"]["rope_theta"]
     weight = attention.Wqkv.weight.double()
+    kv_width = (weight.shape[0] - heads * head_dim) // 2  # kv heads · d; h · d without grouping
+    groups = heads * head_dim // kv_width  # query head i reads kv head ⌊i / groups⌋
     blocks = []
     for sample, keep in zip(hidden, mask, strict=True):
-        qkv = sample[keep].double() @ weight.T  # (N, 3·h·d), no bias
+        qkv = sample[keep].double() @ weight.T  # (N, (h + 2·kv)·d), no bias
         q, k, v = (
-            part.view(-1, heads, head_dim).transpose(0, 1) for part in qkv.view(-1, 3, heads * head_dim).unbind(1)
+            part.view(len(part), -1, head_dim).transpose(0, 1)
+            for part in qkv.split([heads * head_dim, kv_width, kv_width], dim=-1)
         )
+        k, v = k.repeat_interleave(groups, dim=0), v.repeat_interleave(groups, dim=0)
         attended = softmax_attention(rope_float64(q, theta), rope_float64(k, theta), v, head_dim**-0.5)
         blocks.append(concat_heads(attended).unsqueeze(0))
     return PerImageBlocks(blocks)
@@ -201,7 +271,7 @@ CRAMMED_BERT = Family(
     mlp_layers=crammed_mlp_layers,
     kappa_layers=crammed_kappa_layers,
     num_tokens=sequence_tokens,
-    accepts=("head_dim", "seq_len", "vocab_size", "dropout"),
+    accepts=("head_dim", "seq_len", "vocab_size", "dropout", "num_kv_heads"),
     check=lambda spec: check_sequence(spec, "crammed_bert", "ModernBERT's Wqkv maps d_model to 3 · d_model"),
     modality="masked_lm",
     example_input=sequence_input,

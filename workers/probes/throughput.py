@@ -1,5 +1,6 @@
-"""Inference throughput, batch-1 latency and per-token latency, each bounded by a time budget. (Training
-throughput is measured during training itself: see ``workers.train.train_one_epoch``.)
+"""Inference throughput, batch-1 latency and per-token latency, each bounded by a time budget, and the KV
+cache's bytes per token that per-token decoding reads. (Training throughput is measured during training
+itself: see ``workers.train.train_one_epoch``.)
 
 Every probe starts with one pilot pass, device synchronised, whose wall time sets how many passes fit in
 the probe's ``budget_s`` (:func:`iteration_counts`); the pilot is the probe's first warm-up pass (its first
@@ -17,6 +18,7 @@ import torch
 from torch import nn
 
 from workers.batch import Inputs, batch_size, device_of, forward, head
+from workers.config import ModelSpec
 from workers.devices import synchronize
 
 # The fewest timed passes a probe runs whatever its budget (fewer only if its maximum is lower), so every
@@ -172,3 +174,21 @@ def generated_token_latency_ms(
     long_ms = statistics.median(ms for ms, _ in passes)
     prefill_ms = statistics.median(ms for _, ms in passes)
     return (long_ms - prefill_ms) / (new_tokens - 1)
+
+
+def kv_cache_bytes_per_token(spec: ModelSpec, model: nn.Module, autocast) -> int:
+    """Bytes a causal LM's KV cache holds per token of context, all layers: 2 (K and V) · depth ·
+    num_kv_heads · head_dim · bytes per element. The element is what K and V are computed in, the dtype
+    ``generated_token_latency_ms`` decodes with: the autocast dtype when ``autocast()`` (the trial's
+    precision context) enables autocasting on the model's device (bf16 on CUDA), else the parameters'.
+
+    Grouped-query attention's saving is the factor num_kv_heads / num_heads; every decoding step reads the
+    whole cache, so at long contexts this, not FLOPs, is what per-token latency follows. A closed form from
+    the spec; tests check it against the bytes of HF's cache after ``generate``, divided by the tokens in it.
+    """
+    parameter = next(model.parameters())
+    dtype = parameter.dtype
+    with autocast():
+        if torch.is_autocast_enabled(parameter.device.type):
+            dtype = torch.get_autocast_dtype(parameter.device.type)
+    return 2 * spec.depth * spec.resolved_num_kv_heads * spec.resolved_head_dim * dtype.itemsize

@@ -268,7 +268,7 @@ GPT2 = Family(
         "num_kv_heads",
         "conditioning",
         "conditioning_weight",
-    ),  # fmt: skip
+    ),
     check=check_gpt2,
     modality="causal_lm",
     example_input=sequence_input,

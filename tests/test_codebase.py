@@ -127,3 +127,18 @@ def test_the_registry_lists_every_data_set_module_and_only_those():
     named = {cls for cls in subclasses(DataSetSpec) if "name" in cls.model_fields}  # a concrete data set
     assert named == set(DATA_SETS)
     assert all(cls.__module__.startswith("workers.data.") for cls in DATA_SETS)
+
+
+def test_no_file_holds_a_merge_conflicts_markers():
+    """A conflict resolved by hand can leave ``<<<<<<<`` … ``>>>>>>>`` behind in a doc, where no parser
+    notices (one did, in docs/analysis.md): no tracked text file may hold a marker line."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    markers = ("<" * 7 + " ", ">" * 7 + " ")
+    found = []
+    for name in tracked:
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".sql", ".yaml", ".yml", ".toml", ".txt", ".sh", ""} or not path.is_file():
+            continue
+        lines = path.read_text(errors="replace").splitlines()
+        found += [f"{name}:{i}" for i, line in enumerate(lines, 1) if line.startswith(markers)]
+    assert not found, f"merge conflict markers left in {found}"

@@ -15,10 +15,10 @@ from workers.probes.kappa import kappa_per_layer
 from workers.probes.params import param_breakdown
 
 
-def bert_spec(depth=2, heads=4, width=32, mlp=48, seq_len=16, vocab=60) -> ModelSpec:
+def bert_spec(depth=2, heads=4, width=32, mlp=48, seq_len=16, vocab=60, kv=None) -> ModelSpec:
     return ModelSpec(
         family="crammed_bert", depth=depth, num_heads=heads, embed_dim=width, mlp_dim=mlp, seq_len=seq_len,
-        vocab_size=vocab, num_classes=vocab,
+        vocab_size=vocab, num_classes=vocab, num_kv_heads=kv,
     )  # fmt: skip
 
 
@@ -117,11 +117,13 @@ def test_kappa_matches_a_direct_float64_computation_with_rope_and_padding():
         assert row["kappa_max"] == pytest.approx(max(kappas), rel=1e-6)
 
 
-def test_probe_block_is_what_hf_attention_computes():
+@pytest.mark.parametrize("heads, kv", [(2, None), (4, 2)])
+def test_probe_block_is_what_hf_attention_computes(heads, kv):
     """The probe's A at the real tokens, through Wo, equals HF's attention output there (the model's own
-    forward, float64, padded keys masked)."""
+    forward, float64, padded keys masked); with grouped heads too (kv = 2: h blocks, query head i reading
+    key/value head ⌊i/(h/kv)⌋)."""
     torch.manual_seed(1)
-    s = bert_spec(heads=2)
+    s = bert_spec(heads=heads, kv=kv)
     model = build_model(s).double().eval()
     batch = padded_batch()
     attention = model.lm.model.layers[1].attn
@@ -133,6 +135,7 @@ def test_probe_block_is_what_hf_attention_computes():
         mask = batch["attention_mask"].bool()
         blocks = kappa_layers(s, model)[1].block(attention, seen["input"], 3, mask)
         for row, block in enumerate(blocks):
+            assert block.shape[-1] == s.num_heads * s.resolved_head_dim  # h · d, whatever kv
             assert torch.allclose(attention.Wo(block[0]), seen["output"][row, mask[row]], atol=1e-10)
 
 

@@ -172,26 +172,6 @@ def test_crammed_bert_kv_heads_serve_their_groups_with_rope_and_padding(heads, k
             assert torch.allclose(grouped(**batch)[real], expected, atol=1e-10), implementation
 
 
-def test_crammed_bert_grouped_probe_block_is_what_the_layer_computes():
-    """The κ probe's A (h blocks, query head i reading kv head ⌊i/(h/kv)⌋), through Wo, is the grouped
-    layer's own output at the real tokens (float64)."""
-    torch.manual_seed(6)
-    s = bert_spec(heads=4, kv=2)
-    model = build_model(s).double().eval()
-    batch = padded_batch()
-    attention = model.lm.model.layers[1].attn
-    seen = {}
-    hook = attention.register_forward_hook(lambda _m, args, out: seen.update(input=args[0], output=out[0]))
-    with torch.no_grad():
-        model(**batch)
-        hook.remove()
-        mask = batch["attention_mask"].bool()
-        blocks = kappa_layers(s, model)[1].block(attention, seen["input"], 3, mask)
-        for row, block in enumerate(blocks):
-            assert block.shape[-1] == 32  # h · d
-            assert torch.allclose(attention.Wo(block[0]), seen["output"][row, mask[row]], atol=1e-10)
-
-
 def test_a_grouped_trial_records_its_kv_heads_cache_bytes_and_token_latency():
     """A causal-LM trial (20 steps on MQAR) with 4 heads sharing 2 key/value heads: its record names the kv
     heads, the closed-form KV bytes (float32 on CPU) and a per-token latency measured with HF's cache."""

@@ -252,11 +252,14 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
         load_space(str(file))
 
 
-def test_missing_imagenet_fails_fast_pointing_at_smoke(monkeypatch, capsys):
+def test_missing_imagenet_fails_fast_pointing_at_a_profile_that_runs_here(monkeypatch, capsys):
+    """The hint names the space's `cpu` profile (one that answers on a CPU) where it has one, else `smoke`."""
     monkeypatch.delenv("IMAGENET_ROOT", raising=False)
     assert main(["run", "vit_b_fixed_mlp"]) == 2
     err = capsys.readouterr().err
-    assert "IMAGENET_ROOT" in err and "make sweep SPACE=vit_b_fixed_mlp PROFILE=smoke" in err
+    assert "IMAGENET_ROOT" in err and "make sweep SPACE=vit_b_fixed_mlp PROFILE=cpu" in err
+    assert main(["run", "xcit_m"]) == 2
+    assert "make sweep SPACE=xcit_m PROFILE=smoke" in capsys.readouterr().err
 
 
 def test_every_optuna_profile_survives_the_pickling_tune_does():

@@ -107,6 +107,24 @@ CREATE OR REPLACE MACRO welch_df(sd_a, n_a, sd_b, n_b) AS CASE
     WHEN n_a >= 2 AND n_b >= 2 THEN n_a + n_b - 2
 END;
 
+-- rival_verdict(has_interval, gain, gain_lo, gain_hi, tol): a config against a rival (matched_budget_at,
+-- budget_pairs_at, mlp_control_at), on `gain`, the difference signed so that positive is better, and its
+-- 95% interval gain_lo … gain_hi, at tolerance `tol` (the metric's units):
+--   'wins'                   gain_lo > +tol   (confidently better by more than the tolerance)
+--   'loses'                  gain_hi < −tol   (confidently worse by more than it)
+--   'tie (within tolerance)' −tol ≤ gain_lo and gain_hi ≤ +tol
+--   'inconclusive'           otherwise
+-- Without an interval (has_interval FALSE: one seed on a side) on the gain alone: gain > +tol wins,
+-- gain < −tol loses, else tie (within tolerance); such a verdict is never significant.
+CREATE OR REPLACE MACRO rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS CASE
+    WHEN NOT has_interval THEN CASE WHEN gain > tol THEN 'wins' WHEN gain < -tol THEN 'loses'
+                                    ELSE 'tie (within tolerance)' END
+    WHEN gain_lo > tol THEN 'wins'
+    WHEN gain_hi < -tol THEN 'loses'
+    WHEN gain_lo >= -tol AND gain_hi <= tol THEN 'tie (within tolerance)'
+    ELSE 'inconclusive'
+END;
+
 -- f95(d1, d2): the upper 5% point of Snedecor's F with d1 and d2 degrees of freedom (one-sided, 95%).
 --   d1 = 1: exact, as t95(d2)², since F(1, d2) = t(d2)²
 --   d1 ≥ 2: Paulson's normal approximation to F^(1/3) (Abramowitz & Stegun 26.6.15) solved for the
@@ -636,14 +654,7 @@ gains AS (
 ),
 judged AS (
     SELECT *,
-        CASE
-            WHEN NOT has_interval THEN CASE WHEN gain > tol THEN 'wins' WHEN gain < -tol THEN 'loses'
-                                            ELSE 'tie (within tolerance)' END
-            WHEN gain_lo > tol THEN 'wins'
-            WHEN gain_hi < -tol THEN 'loses'
-            WHEN gain_lo >= -tol AND gain_hi <= tol THEN 'tie (within tolerance)'
-            ELSE 'inconclusive'
-        END AS verdict
+        rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict
     FROM gains
 )
 SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
@@ -882,14 +893,7 @@ gains AS (
 ),
 judged AS (
     SELECT *,
-        CASE
-            WHEN NOT has_interval THEN CASE WHEN gain > tol THEN 'wins' WHEN gain < -tol THEN 'loses'
-                                            ELSE 'tie (within tolerance)' END
-            WHEN gain_lo > tol THEN 'wins'
-            WHEN gain_hi < -tol THEN 'loses'
-            WHEN gain_lo >= -tol AND gain_hi <= tol THEN 'tie (within tolerance)'
-            ELSE 'inconclusive'
-        END AS verdict
+        rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict
     FROM gains
 )
 SELECT space, metric, metric_mode, family, target_params, way_a, way_b, config_a, config_b, n_a, n_b,
@@ -1177,14 +1181,7 @@ gains AS (
 ),
 judged AS (
     SELECT *,
-        CASE
-            WHEN NOT has_interval THEN CASE WHEN gain > tol THEN 'wins' WHEN gain < -tol THEN 'loses'
-                                            ELSE 'tie (within tolerance)' END
-            WHEN gain_lo > tol THEN 'wins'
-            WHEN gain_hi < -tol THEN 'loses'
-            WHEN gain_lo >= -tol AND gain_hi <= tol THEN 'tie (within tolerance)'
-            ELSE 'inconclusive'
-        END AS verdict,
+        rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict,
         CASE WHEN more_heads AND params <= control_params THEN
             row_number() OVER (PARTITION BY space, metric, family, control, more_heads AND params <= control_params
                                ORDER BY goodness DESC, params, config_id)

@@ -17,9 +17,10 @@ from sweep.sql import run_query
 from sweep.tuner import run_sweep
 from tests.helpers import SWEEP, running_local_ray
 
-# These tests kill drivers, workers and Ray nodes; run beside other Ray tests, a killed node can take a
-# neighbour's cluster with it. make test runs them alone, after the parallel part.
-pytestmark = [pytest.mark.serial, pytest.mark.slow]
+# Every test here runs whole sweeps (slow). Those that kill drivers, workers or Ray nodes are `serial`: run
+# beside other Ray tests, a killed node can take a neighbour's cluster with it, so make test runs them alone
+# after the parallel part. The others start a local Ray of their own and run in the parallel part.
+pytestmark = [pytest.mark.slow]
 
 SPACE = """
 question: fault-test space
@@ -63,6 +64,7 @@ def run_cli(*args, timeout=300):
     return subprocess.run([SWEEP, *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.serial
 def test_driver_killed_mid_sweep_then_rerun_completes_it(tmp_path):
     path = write_space(tmp_path, seeds="[0, 1]", epochs=3)
     _, expected = planned_pairs(path)
@@ -164,6 +166,7 @@ class KillWorkerOnce(tune.Callback):
             os.kill(result["pid"], signal.SIGKILL)
 
 
+@pytest.mark.serial
 def test_killed_worker_resumes_from_its_checkpoint(tmp_path):
     path = write_space(tmp_path, epochs=3)
     plan, expected = planned_pairs(path)
@@ -198,6 +201,7 @@ class NodeWatcher(tune.Callback):
             CLUSTER["cluster"].remove_node(CLUSTER["worker"])
 
 
+@pytest.mark.serial
 def test_trials_run_on_two_nodes_and_losing_one_loses_no_row(tmp_path):
     from ray.cluster_utils import Cluster
 

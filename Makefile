@@ -16,7 +16,7 @@ LOG ?=
 comma := ,
 LOG_ARGS = $(foreach tracker,$(subst $(comma), ,$(LOG)),--log $(tracker))
 
-.PHONY: install lock test lint format sweep plan spaces sql report rerun bench gpu-check trial clean
+.PHONY: install lock test lint format sweep plan spaces sql report rerun bench gpu-check gpu-smoke trial clean
 
 install: $(INSTALLED)
 
@@ -84,6 +84,17 @@ rerun: $(INSTALLED)
 report: $(INSTALLED)
 	$(BIN)/sweep report $(SPACE) --results $(RESULTS) $(if $(TOLERANCE),--tolerance $(TOLERANCE))
 
+# Every shipped space's smoke profile, trial by trial, on this machine's GPU (or CPU) without Ray: one process
+# per trial, JOBS at a time; rows, logs, GPU utilisation samples and summary.json under GPU_SMOKE_OUT.
+# A check of a machine before a sweep spends hours on it (docs/cli.md#checking-a-gpu-machine).
+JOBS ?= 4
+GPU_SMOKE_OUT ?= /tmp/gpu-smoke
+gpu-smoke: $(INSTALLED)
+	rm -rf $(GPU_SMOKE_OUT)/configs
+	for space in $$($(BIN)/sweep spaces --names --profile smoke); do \
+		$(BIN)/sweep plan $$space --profile smoke --write-configs $(GPU_SMOKE_OUT)/configs/$$space >/dev/null || exit 1; done
+	$(BIN)/python -m workers.trial_batch $(GPU_SMOKE_OUT)/configs --out $(GPU_SMOKE_OUT) --jobs $(JOBS)
+
 # One trial without Ray: make trial CONFIG=path/to/config.json
 trial: $(INSTALLED)
 	$(BIN)/trial $(CONFIG)
@@ -96,6 +107,7 @@ bench: $(INSTALLED)
 	$(BIN)/python bench/analysis_queries.py
 	$(BIN)/python bench/loader_throughput.py
 	$(BIN)/python bench/compile_speedup.py
+	$(BIN)/python bench/cuda_memory_check.py
 
 # A ViT-B/16 bf16 check of this machine's GPU (memory, throughput, MFU against a matmul peak measured in the same
 # run, κ, inference, latency) in a few minutes; without CUDA a reduced CPU check in seconds, which says so.

@@ -352,6 +352,9 @@ def cmd_plan(args) -> int:
     plan = load_plan(args)
     rows = plan_rows(plan)
     removed = [{**r.combination, "reason": r.reason} for r in plan.removed]
+    if args.write_configs:
+        written = write_trial_configs(plan, args.write_configs)
+        print(f"wrote {len(written)} trial config(s) to {args.write_configs}", file=sys.stderr)
     if args.format == "json":
         print_plan_json(plan, rows, removed)
         return 0
@@ -365,6 +368,18 @@ def cmd_plan(args) -> int:
     print_budgets(plan)
     print_plan_search(plan, rows, removed)
     return 0
+
+
+def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:
+    """Each planned trial's worker config (``trial_config``, exactly what Ray hands ``run_trial``) as
+    ``folder/<config_id>-s<seed>.json``, so that one trial can be run or debugged with ``trial FILE``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for payload in plan.trials():
+        path = folder / f"{payload['config_id']}-s{payload['seed']}.json"
+        path.write_text(json.dumps(payload["trial_config"], indent=1) + "\n")
+        written.append(path)
+    return written
 
 
 def print_budgets(plan: Plan) -> None:
@@ -381,6 +396,11 @@ def print_budgets(plan: Plan) -> None:
 
 
 def cmd_spaces(args) -> int:
+    if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
+        for name, path in shipped_spaces().items():
+            if args.profile is None or args.profile in (with_recipes(read_yaml(path), path).get("profiles") or {}):
+                print(name)
+        return 0
     for name, path in shipped_spaces().items():
         raw = with_recipes(read_yaml(path), path)
         question = " ".join(str(raw.get("question", "")).split())
@@ -654,9 +674,17 @@ def add_plan_parsers(sub) -> None:
     plan.add_argument("--profile")
     plan.add_argument("--seeds")
     plan.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    plan.add_argument(
+        "--write-configs",
+        type=Path,
+        metavar="DIR",
+        help="also write each trial's worker config as DIR/<config_id>-s<seed>.json (run one with `trial FILE`)",
+    )
     plan.set_defaults(func=cmd_plan)
 
     spaces = sub.add_parser("spaces", help="the shipped spaces and the question each answers")
+    spaces.add_argument("--names", action="store_true", help="print only the spaces' names, one per line")
+    spaces.add_argument("--profile", help="with --names: only the spaces that define this profile")
     spaces.set_defaults(func=cmd_spaces)
 
     validate = sub.add_parser("validate", help="check a space (name or file) and all its profiles")

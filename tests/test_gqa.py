@@ -121,6 +121,22 @@ def test_kv_cache_bytes_follow_the_dtype_k_and_v_are_computed_in():
     assert kv_cache_bytes_per_token(s, build_model(s), cpu_bf16) == 2 * 2 * 2 * 8 * 2
 
 
+@pytest.mark.parametrize("kv", [4, 1])
+def test_under_bf16_autocast_hf_cache_holds_what_kv_cache_bytes_per_token_says(kv):
+    """The trial decodes under its autocast (bf16 on CUDA): HF's cache then holds bf16 K/V, and its bytes per
+    cached token equal the closed form's. CPU autocast here; the same was measured on an H200 under CUDA
+    autocast (bench/measured/h200-2026-12-04/session3.log)."""
+    s = gqa_spec(heads=4, kv=kv)
+    model = build_model(s).eval()
+    cpu_bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    with torch.no_grad(), cpu_bf16():
+        cache, _ = cache_of_generate(model, windows(batch=1, tokens=6, seed=1), 8)
+    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    assert {t.dtype for t in tensors} == {torch.bfloat16}
+    measured = sum(t.numel() * t.element_size() for t in tensors) / cache.get_seq_length()
+    assert kv_cache_bytes_per_token(s, model, cpu_bf16) == measured == 2 * s.depth * kv * s.resolved_head_dim * 2
+
+
 def test_per_token_latency_runs_on_the_grouped_model_with_hf_cache():
     model = build_model(gqa_spec(heads=4, kv=1))
     latency = generated_token_latency_ms(model, windows(batch=1), warmup_steps=0, iters=2, autocast=nullcontext)

@@ -24,7 +24,8 @@ from sweep.errors import DataLoadError
 from sweep.metrics import record_key
 from sweep.plan import Plan
 from sweep.progress import ProgressLine
-from sweep.search import make_searcher
+from sweep.rerun import SearchRecord, search_record
+from sweep.search import ResumedSearch, StudySummary, make_searcher
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Resources
 from sweep.storage import resolved, tune_storage
@@ -55,6 +56,7 @@ class SweepOutcome:
     statuses: dict[str, int]
     wall_s: float
     results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
+    study: StudySummary | None = None  # an Optuna search's study and what it did
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -252,15 +254,17 @@ def build_tuner(
     callbacks: list,
     reuse_actors: bool,
     data_parallel: bool,
+    search: tuple[ResumedSearch, int] | None = None,
 ) -> tune.Tuner:
-    grid = plan.space.search.kind == "grid"
+    """``search``: an Optuna search's searcher and how many trials it trains (None for a grid)."""
+    searcher, trials = search if search is not None else (None, 1)
     return tune.Tuner(
         trainable,
-        param_space={"payload": tune.grid_search(plan.trials())} if grid else {},
+        param_space={"payload": tune.grid_search(plan.trials())} if search is None else {},
         tune_config=tune.TuneConfig(
-            search_alg=None if grid else make_searcher(plan),
+            search_alg=searcher,
             scheduler=make_scheduler(plan),
-            num_samples=1 if grid else plan.space.search.num_trials,
+            num_samples=trials,
             max_concurrent_trials=concurrent_trials(plan.space.resources),
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
@@ -328,9 +332,14 @@ def run_sweep(
     progress: bool = True,
     extra_callbacks: list | None = None,
     reuse_actors: bool = True,
+    record: SearchRecord | None = None,
+    trials: int | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
 
+    An Optuna search resumes from ``record`` (None: what ``results_dir`` records, read here;
+    ``sweep/search.py`` says how) and trains ``trials`` (None: what its ``num_trials`` has left), never a
+    (config, seed) pair twice. With nothing left to train it returns at once, having run nothing.
     ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
     ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
     Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
@@ -339,6 +348,12 @@ def run_sweep(
     validation.check_data(plan.space, space_ref)
     results_dir = resolved(results_dir)  # a folder made absolute, or an object-store prefix
     sweep_id = new_sweep_id(plan)
+    grid = plan.space.search.kind == "grid"
+    if not grid:
+        record = record if record is not None else search_record(results_dir, plan)
+        trials = trials if trials is not None else record.remaining(plan.space.search.num_trials)
+        if trials < 1:
+            return SweepOutcome(sweep_id, 0, {}, 0.0, results_dir)
     trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()
     arrays = load_driver_arrays(plan)  # once, on the driver, before Ray starts; trials read the object store
@@ -347,12 +362,13 @@ def run_sweep(
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters
-    grid = plan.space.search.kind == "grid"
-    total = len(plan.trials()) if grid else plan.space.search.num_trials
+    search = None if grid else (make_searcher(plan, record), trials)
+    total = len(plan.trials()) if grid else trials
     sink = ParquetSink(results_dir, sweep_id)
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
-    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel)
+    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel, search)
     tuner.fit()
     statuses = count_statuses(sink.written)
-    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir)
+    study = search[0].summary() if search else None  # Tune drives the searcher it was given, in this process
+    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study)

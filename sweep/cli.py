@@ -158,17 +158,17 @@ def run_search(plan: Plan, args) -> int:
             file=sys.stderr,
         )
     where = args.space + (f" --profile {plan.profile}" if plan.profile else "")
-    if trials < 1:
-        print(
-            f"{prefix}: its budget is spent ({record.trained} of num_trials {search.num_trials} trained); "
-            f"`sweep run {where} --trials N` trains N more",
-            file=sys.stderr,
-        )
-        return 0
     if len(record.outcomes) >= len(plan.configs):
         print(
             f"{prefix}: all {len(plan.configs)} configs it can suggest are recorded at seed {record.seed}; "
             f"nothing left to train (more seeds of them: `sweep rerun {where} --seeds N`)",
+            file=sys.stderr,
+        )
+        return 0
+    if trials < 1:
+        print(
+            f"{prefix}: its budget is spent ({record.trained} of num_trials {search.num_trials} trained); "
+            f"`sweep run {where} --trials N` trains N more",
             file=sys.stderr,
         )
         return 0

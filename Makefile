@@ -7,6 +7,8 @@ INSTALLED := $(VENV)/.installed
 SPACE ?= mqar_recall
 PROFILE ?=
 SEEDS ?=
+# An Optuna search: train this many more trials now (make sweep SPACE=local_digits PROFILE=optuna TRIALS=4)
+TRIALS ?=
 RESULTS ?= results
 Q ?= SELECT space, status, count(*) AS trials FROM trials GROUP BY ALL ORDER BY ALL
 # One tolerance for every verdict, in the metric's units (make sql/report TOLERANCE=0.3); empty: each space's own
@@ -63,7 +65,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff format .
 
 sweep: $(INSTALLED)
-	$(BIN)/sweep run $(SPACE) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEEDS),--seeds $(SEEDS)) --results $(RESULTS) $(LOG_ARGS)
+	$(BIN)/sweep run $(SPACE) $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(TRIALS),--trials $(TRIALS)) --results $(RESULTS) $(LOG_ARGS)
 
 plan: $(INSTALLED)
 	$(BIN)/sweep plan $(SPACE) $(if $(PROFILE),--profile $(PROFILE))

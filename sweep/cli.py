@@ -1,7 +1,7 @@
 """The ``sweep`` command.
 
     sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR|s3://bucket/prefix|gs://bucket/prefix]
-                   [--log mlflow|tensorboard|wandb …]
+                   [--log mlflow|tensorboard|wandb …] [--trials N] [--fresh]
     sweep plan SPACE [--profile P] [--format table|csv|json]
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
@@ -11,6 +11,7 @@
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
     sweep rerun SPACE --select inconclusive --budget N [--dry-run]
+    sweep rerun SPACE --profile P [--trials N]      (an Optuna search: resume it, like run)
     sweep kappa-theory (--space SPACE [--profile P] | --tokens N (--width D | --head-dim d) [--heads 1,2,4])
     sweep data export listops --rows N --out DIR [--seed S] [--max-depth D] [--max-args A] …
 
@@ -32,7 +33,16 @@ from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, control_rows, make_plan
-from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+from sweep.rerun import (
+    SELECTIONS,
+    SearchRecord,
+    describe,
+    missing_pairs,
+    recorded_pairs,
+    search_record,
+    select_configs,
+    sweep_lock,
+)
 from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
@@ -60,6 +70,16 @@ def parse_seeds(text: str | None) -> list[int] | None:
     if count < 1:
         raise SweepError(f"--seeds must be at least 1, got {count}")
     return list(range(count))
+
+
+def parse_trials(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number of trials, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
+    return count
 
 
 def parse_int_list(text: str, option: str) -> list[int]:
@@ -93,8 +113,12 @@ def cmd_run(args) -> int:
     from sweep.validation import check_data
 
     plan = load_plan(args, check_data)
+    if args.trials is not None and plan.space.search.kind == "grid":
+        raise SweepError(grid_trials_message(plan))
     with sweep_lock(args.results, plan.space_name, args.wait):
-        if plan.space.search.kind == "grid" and not args.fresh:
+        if plan.space.search.kind == "optuna":
+            return run_search(plan, args)
+        if not args.fresh:
             recorded = recorded_pairs(args.results, plan.space_name)
             missing = missing_pairs(plan.configs, plan.seeds, recorded)
             total = len(plan.configs) * len(plan.seeds)
@@ -111,6 +135,46 @@ def cmd_run(args) -> int:
         return launch(plan, args)
 
 
+def grid_trials_message(plan: Plan) -> str:
+    return (
+        f"--trials N extends an Optuna search, but {plan.space_name} (profile {plan.profile or 'none'}) is a grid, "
+        "which runs every (config, seed) pair once; add seeds with --seeds N, or axis values in the space"
+    )
+
+
+def run_search(plan: Plan, args) -> int:
+    """An Optuna search, resumed: the study starts from every recorded trial of the search and trains what
+    its budget has left (``--trials N``: N more); ``--fresh``: a new study over the whole budget that trains
+    even recorded pairs. No (config, seed) pair is trained twice in one run (``sweep/search.py``)."""
+    search = plan.space.search
+    fresh = getattr(args, "fresh", False)
+    record = SearchRecord(plan.seeds[0]) if fresh else search_record(args.results, plan)
+    trials = args.trials if args.trials is not None else record.remaining(search.num_trials)
+    prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): optuna {search.sampler}"
+    if record.outcomes:
+        print(
+            f"{prefix}, resuming its study: {len(record.outcomes)} recorded trials (seed {record.seed}) start it, "
+            f"{record.trained} of them trained by this search (num_trials {search.num_trials})",
+            file=sys.stderr,
+        )
+    where = args.space + (f" --profile {plan.profile}" if plan.profile else "")
+    if len(record.outcomes) >= len(plan.configs):
+        print(
+            f"{prefix}: all {len(plan.configs)} configs it can suggest are recorded at seed {record.seed}; "
+            f"nothing left to train (more seeds of them: `sweep rerun {where} --seeds N`)",
+            file=sys.stderr,
+        )
+        return 0
+    if trials < 1:
+        print(
+            f"{prefix}: its budget is spent ({record.trained} of num_trials {search.num_trials} trained); "
+            f"`sweep run {where} --trials N` trains N more",
+            file=sys.stderr,
+        )
+        return 0
+    return launch(plan, args, record=record, trials=trials)
+
+
 def cmd_rerun(args) -> int:
     from sweep.validation import check_data
 
@@ -119,7 +183,9 @@ def cmd_rerun(args) -> int:
     if args.budget is not None:
         raise SweepError("--budget goes with --select inconclusive; the other selections take --seeds N")
     if args.seeds is None:
-        raise SweepError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
+        return rerun_search(args, check_data)
+    if args.trials is not None:
+        raise SweepError("--trials N extends an Optuna search, --seeds N adds seeds to its configs: give one of them")
     if args.seeds < 1:
         raise SweepError(f"--seeds must be at least 1, got {args.seeds}")
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
@@ -138,6 +204,17 @@ def cmd_rerun(args) -> int:
         return launch(plan, args)
 
 
+def rerun_search(args, check_data) -> int:
+    """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
+    plan = load_plan(args, check_data)
+    if plan.space.search.kind == "grid":
+        raise SweepError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
+    if args.select != "all":
+        raise SweepError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        return run_search(plan, args)
+
+
 def rerun_inconclusive(args, check_data) -> int:
     """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
     run (``sweep/adaptive.py``); ``--dry-run`` prints the first round."""
@@ -145,8 +222,8 @@ def rerun_inconclusive(args, check_data) -> int:
 
     if args.budget is None or args.budget < 1:
         raise SweepError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
-    if args.seeds is not None:
-        raise SweepError("--select inconclusive chooses the seeds itself; drop --seeds and give --budget N")
+    if args.seeds is not None or args.trials is not None:
+        raise SweepError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
     plan = load_plan(args, check_data)
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
     with sweep_lock(args.results, plan.space_name, args.wait):
@@ -168,27 +245,41 @@ def rerun_inconclusive(args, check_data) -> int:
     return 0
 
 
-def launch(plan: Plan, args) -> int:
+def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | None = None) -> int:
+    """Run ``plan``: a grid's trials, or an Optuna search resumed from ``record`` for ``trials`` trials."""
     from sweep.tuner import run_sweep
 
     grid = plan.space.search.kind == "grid"
-    count = len(plan.trials()) if grid else plan.space.search.num_trials
+    count = len(plan.trials()) if grid else trials
     print(
         f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
         f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
         file=sys.stderr,
     )
-    outcome = run_sweep(plan, args.results, args.space, progress=not args.quiet)
+    outcome = run_sweep(plan, args.results, args.space, progress=not args.quiet, record=record, trials=trials)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses.items())) or "nothing"
     print(
         f"[sweep] sweep {outcome.sweep_id}: {outcome.trials} trials written ({summary}) in {outcome.wall_s:.0f}s",
         file=sys.stderr,
     )
+    if outcome.study is not None:
+        print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
     print(
         f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
         file=sys.stderr,
     )
     return 0
+
+
+def describe_study(study, budget: int) -> str:
+    """What an Optuna search's study holds after a run, by where each trial came from."""
+    text = (
+        f"its study holds {len(study.study.trials)} trials: {study.from_record} from the record, {study.trained} "
+        f"trained now, {study.answered} suggestions of pairs already recorded or trained, answered from the record"
+    )
+    if study.exhausted and study.trained < budget:
+        text += f"; stopped after {study.trained} of {budget}: every config it can suggest is recorded"
+    return text
 
 
 def plan_rows(plan: Plan) -> list[dict]:
@@ -639,6 +730,11 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument(
+        "--trials",
+        type=parse_trials,
+        help="an Optuna search: train N more trials now (default: what its num_trials has left)",
+    )
+    parser.add_argument(
         "--log",
         action="append",
         choices=TRACKERS,
@@ -650,7 +746,11 @@ def add_run_parsers(sub) -> None:
     run = sub.add_parser("run", help="run a search space's sweep on local Ray or $RAY_ADDRESS")
     add_launch_options(run)
     run.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
-    run.add_argument("--fresh", action="store_true", help="run every trial, even those already recorded")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="run every trial, even those already recorded (an Optuna search: a new study, its whole budget)",
+    )
     run.set_defaults(func=cmd_run)
 
     rerun = sub.add_parser("rerun", help="run exactly the (config, seed) pairs missing for a selection")

@@ -3,24 +3,26 @@
 A (config, seed) pair is *recorded* when the results hold a row for it whose status is ``ok``,
 ``diverged``, ``oom`` or ``pruned``: those outcomes are properties of the configuration and would
 repeat. A row with status ``error`` (a lost worker, a crash) does not count: the pair is run again.
-Running the same selection twice therefore runs nothing the second time.
+Running the same selection twice therefore runs nothing the second time. An Optuna search reads the same
+rows as a :class:`SearchRecord`: its study starts from them, and it trains only pairs they do not hold.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.errors import SweepError, SweepLocked
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
 from sweep.storage import LEASE_S, LockHeld, hold_lock, is_remote, locate
-from workers.vocabulary import RECORDED_STATUSES
+from workers.vocabulary import RECORDED_STATUSES, TrialStatus
 
 SELECTIONS = ("all", "near-break", "pareto", "top-k")
 
@@ -44,6 +46,78 @@ def recorded_pairs(results_dir: Path, space: str) -> set[tuple[str, int]]:
 def missing_pairs(configs: list[PlannedConfig], seeds: list[int], recorded: set) -> list[Missing]:
     """Every (config, seed) of ``configs`` × ``seeds`` not in ``recorded``, in plan order."""
     return [Missing(c, s) for c in configs for s in seeds if (c.config_id, s) not in recorded]
+
+
+# --- what an Optuna search has recorded ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A recorded trial as an Optuna search is told it: its status, and its objectives' values in the
+    search's order (None: Optuna is told the trial failed; so are ``diverged`` and ``oom``)."""
+
+    status: str
+    values: tuple[float, ...] | None
+
+
+@dataclass
+class SearchRecord:
+    """What the results hold for an Optuna search (``search: {kind: optuna}``).
+
+    Each Optuna trial trains one (config, seed) pair, at the search's seed (the plan's first), so the record
+    is one outcome per config the search can suggest: the one recorded row of that pair (``ok`` first, then
+    the latest), whichever profile or sweep recorded it, since the config id alone says what was trained.
+    ``outcomes`` is in the order the pairs were first finished. ``trained``: how many of those pairs this
+    profile trained, which is what its ``num_trials`` budget has spent.
+    """
+
+    seed: int
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # config_id → outcome
+    trained: int = 0
+
+    def remaining(self, num_trials: int) -> int:
+        """Trials left to train of a budget of ``num_trials``."""
+        return max(0, num_trials - self.trained)
+
+
+def search_record(results_dir: Path, plan: Plan) -> SearchRecord:
+    """The :class:`SearchRecord` of ``plan``'s Optuna search in the results (``sweep run`` resumes from it)."""
+    metrics = [objective.metric for objective in plan.space.search.objectives]
+    seed = plan.seeds[0]
+    statuses = ", ".join(f"'{s}'" for s in RECORDED_STATUSES)
+    values = ", ".join(f'"{metric}"' for metric in metrics)  # reported metrics: column names (space.py)
+    rows = (
+        connect(results_dir)
+        .execute(
+            f"""SELECT config_id, status, {values},
+                       bool_or(profile IS NOT DISTINCT FROM $profile) OVER (PARTITION BY config_id) AS mine,
+                       min(finished_at) OVER (PARTITION BY config_id) AS first_at
+                FROM trials WHERE space = $space AND seed = $seed AND status IN ({statuses})
+                QUALIFY row_number() OVER (PARTITION BY config_id
+                                           ORDER BY status = 'ok' DESC, finished_at DESC NULLS LAST) = 1
+                ORDER BY first_at NULLS FIRST, config_id""",
+            {"profile": plan.profile, "space": plan.space_name, "seed": seed},
+        )
+        .fetchall()
+    )
+    planned = {config.config_id for config in plan.configs}
+    record = SearchRecord(seed)
+    for config_id, status, *scores, mine, _ in rows:
+        if config_id not in planned:  # another recipe or shape: not a trial this search can suggest
+            continue
+        record.outcomes[config_id] = Outcome(status, objective_values(status, scores))
+        record.trained += bool(mine)
+    return record
+
+
+def objective_values(status: str, scores: list) -> tuple[float, ...] | None:
+    """A recorded row's objective values as the search is told them: the values of an ``ok`` or ``pruned``
+    row that has them all (a pruned trial's last scores, as Tune tells a stopped trial); else None."""
+    if status not in (TrialStatus.OK, TrialStatus.PRUNED):
+        return None
+    if any(score is None or not math.isfinite(score) for score in scores):
+        return None
+    return tuple(float(score) for score in scores)
 
 
 def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = None) -> list[PlannedConfig]:

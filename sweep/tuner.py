@@ -8,25 +8,24 @@ import logging
 import os
 import pickle
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePath
 
 import numpy as np
-import optuna
 import ray
 import torch
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
-from ray.tune.search.optuna import OptunaSearch
 
 from sweep import validation
 from sweep.errors import DataLoadError
 from sweep.metrics import record_key
-from sweep.plan import Plan, PlannedConfig, trial_payload
+from sweep.plan import Plan
 from sweep.progress import ProgressLine
+from sweep.rerun import SearchRecord, search_record
+from sweep.search import ResumedSearch, StudySummary, make_searcher
 from sweep.sink import ParquetSink, record_space
 from sweep.space import REPORTED_METRICS, Resources
 from sweep.storage import resolved, tune_storage
@@ -34,7 +33,6 @@ from workers.data.registry import load_arrays
 from workers.distributed import DRIVER_CPUS, WorkerPlan
 from workers.ray_train import run_data_parallel
 from workers.trial import run_trial
-from workers.vocabulary import SHAPE_KEYS, TrialStatus
 
 log = logging.getLogger("sweep.tuner")
 
@@ -58,6 +56,7 @@ class SweepOutcome:
     statuses: dict[str, int]
     wall_s: float
     results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
+    study: StudySummary | None = None  # an Optuna search's study and what it did
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -167,84 +166,6 @@ def plain(value, where: str = "state"):
     )
 
 
-class OptunaSearchFailuresAsFailed(OptunaSearch):
-    """OptunaSearch that tells Optuna a trial whose record says it failed (oom, diverged, error) FAILED,
-    and ignores per-epoch results that lack the objective (e.g. throughput, known only at the end)."""
-
-    def on_trial_result(self, trial_id: str, result: dict):
-        if isinstance(self.metric, str) and result.get(self.metric) is None:
-            return
-        super().on_trial_result(trial_id, result)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
-        metrics = [self.metric] if isinstance(self.metric, str) else self.metric
-        failed = result and result.get("status") not in (None, TrialStatus.OK)
-        incomplete = result and any(result.get(name) is None for name in metrics)
-        if failed or incomplete:
-            return super().on_trial_complete(trial_id, None, error=True)
-        return super().on_trial_complete(trial_id, result, error)
-
-
-class DefineByRun:
-    """Optuna's define-by-run space over the plan's valid shapes, so every suggestion obeys the rules.
-
-    Axes are suggested in order; each offers only the values still possible given the earlier choices.
-    When that set differs from the axis's full set, the parameter name carries the earlier choices
-    (``num_heads|depth=4``): Optuna requires one distribution per name. A class rather than a closure so
-    Tune can pickle it into its experiment checkpoint.
-    """
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.varying = [
-            k
-            for k in (*SHAPE_KEYS, "family", "kv_heads", "conditioning")
-            if len({getattr(c.shape, k) for c in plan.configs}) > 1
-        ]
-
-    def __call__(self, trial) -> dict:
-        candidates: list[PlannedConfig] = self.plan.configs
-        chosen: dict[str, int] = {}
-        for axis in self.varying:
-            options = sorted({getattr(c.shape, axis) for c in candidates})
-            full = sorted({getattr(c.shape, axis) for c in self.plan.configs})
-            name = axis if options == full else axis + "|" + ",".join(f"{k}={v}" for k, v in chosen.items())
-            chosen[axis] = trial.suggest_categorical(name, options)
-            candidates = [c for c in candidates if getattr(c.shape, axis) == chosen[axis]]
-        return {"payload": trial_payload(self.plan, candidates[0], self.plan.seeds[0])}
-
-
-class NSGAIISampler(optuna.samplers.NSGAIISampler):
-    """Optuna's NSGA-II, able to go through pickle. Optuna 5.x's genetic samplers hold a ``threading.Lock``,
-    and Tune pickles the searcher, sampler included, into its experiment checkpoint; the lock only guards
-    a cache within one process, so a copy gets a fresh one. The class keeps Optuna's name, so the keys it
-    stores in a study are Optuna's own."""
-
-    def __getstate__(self) -> dict:
-        return {key: value for key, value in self.__dict__.items() if key != "_thread_lock"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._thread_lock = threading.Lock()
-
-
-def make_searcher(plan: Plan):
-    search = plan.space.search
-    samplers = {
-        "tpe": lambda: optuna.samplers.TPESampler(seed=search.seed),
-        "random": lambda: optuna.samplers.RandomSampler(seed=search.seed),
-        "nsga2": lambda: NSGAIISampler(seed=search.seed),
-    }
-    metrics = [o.metric for o in search.objectives]
-    modes = [o.mode for o in search.objectives]
-    return OptunaSearchFailuresAsFailed(
-        space=DefineByRun(plan),
-        metric=metrics if len(metrics) > 1 else metrics[0],
-        mode=modes if len(modes) > 1 else modes[0],
-        sampler=samplers[search.sampler](),  # seeded here: OptunaSearch ignores its own seed then
-    )
-
-
 def make_scheduler(plan: Plan):
     rules = plan.space.scheduler
     if rules.kind != "asha":
@@ -333,15 +254,17 @@ def build_tuner(
     callbacks: list,
     reuse_actors: bool,
     data_parallel: bool,
+    search: tuple[ResumedSearch, int] | None = None,
 ) -> tune.Tuner:
-    grid = plan.space.search.kind == "grid"
+    """``search``: an Optuna search's searcher and how many trials it trains (None for a grid)."""
+    searcher, trials = search if search is not None else (None, 1)
     return tune.Tuner(
         trainable,
-        param_space={"payload": tune.grid_search(plan.trials())} if grid else {},
+        param_space={"payload": tune.grid_search(plan.trials())} if search is None else {},
         tune_config=tune.TuneConfig(
-            search_alg=None if grid else make_searcher(plan),
+            search_alg=searcher,
             scheduler=make_scheduler(plan),
-            num_samples=1 if grid else plan.space.search.num_trials,
+            num_samples=trials,
             max_concurrent_trials=concurrent_trials(plan.space.resources),
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
@@ -409,9 +332,14 @@ def run_sweep(
     progress: bool = True,
     extra_callbacks: list | None = None,
     reuse_actors: bool = True,
+    record: SearchRecord | None = None,
+    trials: int | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
 
+    An Optuna search resumes from ``record`` (None: what ``results_dir`` records, read here;
+    ``sweep/search.py`` says how) and trains ``trials`` (None: what its ``num_trials`` has left), never a
+    (config, seed) pair twice. With nothing left to train it returns at once, having run nothing.
     ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
     ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
     Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
@@ -420,6 +348,12 @@ def run_sweep(
     validation.check_data(plan.space, space_ref)
     results_dir = resolved(results_dir)  # a folder made absolute, or an object-store prefix
     sweep_id = new_sweep_id(plan)
+    grid = plan.space.search.kind == "grid"
+    if not grid:
+        record = record if record is not None else search_record(results_dir, plan)
+        trials = trials if trials is not None else record.remaining(plan.space.search.num_trials)
+        if trials < 1:
+            return SweepOutcome(sweep_id, 0, {}, 0.0, results_dir)
     trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()
     arrays = load_driver_arrays(plan)  # once, on the driver, before Ray starts; trials read the object store
@@ -428,12 +362,13 @@ def run_sweep(
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters
-    grid = plan.space.search.kind == "grid"
-    total = len(plan.trials()) if grid else plan.space.search.num_trials
+    search = None if grid else (make_searcher(plan, record), trials)
+    total = len(plan.trials()) if grid else trials
     sink = ParquetSink(results_dir, sweep_id)
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
-    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel)
+    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel, search)
     tuner.fit()
     statuses = count_statuses(sink.written)
-    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir)
+    study = search[0].summary() if search else None  # Tune drives the searcher it was given, in this process
+    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study)

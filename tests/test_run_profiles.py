@@ -17,6 +17,7 @@ import sweep.cli
 import sweep.tuner
 import sweep.validation
 from sweep.cli import main
+from sweep.rerun import SearchRecord
 from sweep.space_loader import load_space, shipped_spaces
 from sweep.sql import run_query
 from tests.helpers import TINY_SPACE_BODY
@@ -41,10 +42,11 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
     """``sweep run SPACE --profile P`` up to the moment trials would start. The data sets themselves are not
     read (most live on a cluster's disks; their absence is a fast exit 2, tested in test_spaces.py), and
     ``Tuner.fit`` is replaced by a no-op: what is checked is everything before it. Each results folder is
-    new, so the resume check is answered directly (it would build every analysis view, about a second,
-    63 times; the trial runs below go through it)."""
+    new, so the resume checks are answered directly (they would build every analysis view, about a second,
+    63 times; the trial runs below go through them)."""
     monkeypatch.setattr(sweep.validation, "check_data", lambda space, ref: None)
     monkeypatch.setattr(sweep.cli, "recorded_pairs", lambda results, space: set())
+    monkeypatch.setattr(sweep.cli, "search_record", lambda results, plan: SearchRecord(plan.seeds[0]))
     monkeypatch.setattr(sweep.tuner, "load_arrays", lambda spec: None)
     monkeypatch.setattr(tune.Tuner, "fit", lambda self: None)
     checked = {}

@@ -267,7 +267,7 @@ def test_every_optuna_profile_survives_the_pickling_tune_does():
     5.x's NSGA-II held a lock that cannot be pickled, which crashed `sweep run local_digits --profile optuna`."""
     import pickle
 
-    from sweep.tuner import make_searcher
+    from sweep.search import make_searcher
 
     checked = []
     for name in SHIPPED:

@@ -118,6 +118,7 @@ def test_optuna_sweep_obeys_the_space_and_records_failures(tmp_path, local_ray):
     trials = assert_parquet_equals_reports(results, recorder, outcome.sweep_id)
     shapes = {(t["depth"], t["num_heads"], t["mlp_dim"]) for t in trials}
     assert shapes <= {(d, h, m) for d in (1, 2) for h in (2, 4) for m in (32, HUGE_MLP)}
+    assert len(shapes) == 6  # six trials, six configs: a suggestion of a pair already trained is not trained again
     statuses = {t["status"] for t in trials}
     assert statuses == {"ok", "oom"}, statuses  # random sampler, seed 3: both kinds drawn
     assert all((t["status"] == "oom") == (t["mlp_dim"] == HUGE_MLP) for t in trials)

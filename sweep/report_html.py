@@ -124,7 +124,8 @@ def heatmap_cell(row: dict, headline) -> tuple[str, str]:
         f"{shape}<br>Δ{name} {delta} {headline.unit}, {interval}<br>verdict: <b>{row['verdict']}</b> "
         f"({row['evidence']})<br>{row['n_seeds']} seed(s); score {format_score(row['score_mean'], name)}"
     )
-    return f"{delta}<br>{row['verdict']}", hover
+    words = f"1 seed: leans {row['point_verdict']}" if row["evidence"] == "single seed" else row["verdict"]
+    return f"{delta}<br>{words}", hover
 
 
 def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:

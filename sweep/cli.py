@@ -29,7 +29,7 @@ import textwrap
 from pathlib import Path
 
 from sweep.budget import percent
-from sweep.errors import DataUnavailableError, SweepError
+from sweep.errors import DataUnavailableError, SweepError, UsageError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, control_rows, make_plan
 from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
@@ -37,6 +37,7 @@ from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
 from sweep.storage import is_remote, parse_results
+from sweep.text import plural
 from workers.models import FAMILIES
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
@@ -56,9 +57,9 @@ def parse_seeds(text: str | None) -> list[int] | None:
             return [int(part) for part in text.split(",") if part.strip()]
         count = int(text)
     except ValueError:
-        raise SweepError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
+        raise UsageError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
     if count < 1:
-        raise SweepError(f"--seeds must be at least 1, got {count}")
+        raise UsageError(f"--seeds must be at least 1, got {count}")
     return list(range(count))
 
 
@@ -66,9 +67,9 @@ def parse_int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise SweepError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
+        raise UsageError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
     if not values or min(values) < 1:
-        raise SweepError(f"{option} needs positive whole numbers, got {text!r}")
+        raise UsageError(f"{option} needs positive whole numbers, got {text!r}")
     return values
 
 
@@ -117,11 +118,11 @@ def cmd_rerun(args) -> int:
     if args.select == "inconclusive":
         return rerun_inconclusive(args, check_data)
     if args.budget is not None:
-        raise SweepError("--budget goes with --select inconclusive; the other selections take --seeds N")
+        raise UsageError("--budget goes with --select inconclusive; the other selections take --seeds N")
     if args.seeds is None:
-        raise SweepError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
+        raise UsageError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
     if args.seeds < 1:
-        raise SweepError(f"--seeds must be at least 1, got {args.seeds}")
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
     with sweep_lock(args.results, plan.space_name, args.wait):
         configs = select_configs(plan, args.results, args.select, args.top_k)
@@ -144,9 +145,9 @@ def rerun_inconclusive(args, check_data) -> int:
     from sweep.adaptive import describe_round, next_round, open_verdicts
 
     if args.budget is None or args.budget < 1:
-        raise SweepError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
+        raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
     if args.seeds is not None:
-        raise SweepError("--select inconclusive chooses the seeds itself; drop --seeds and give --budget N")
+        raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds and give --budget N")
     plan = load_plan(args, check_data)
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
     with sweep_lock(args.results, plan.space_name, args.wait):
@@ -393,19 +394,23 @@ def cmd_spaces(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    name, space, profile = load_space(args.space, args.profile)
+    from sweep.space_loader import load_space_with_notes
+
+    name, space, profile, notes = load_space_with_notes(args.space, args.profile)
     plan = make_plan(name, space, profile)
     print(
-        f"{name}: valid ({len(plan.configs)} configs, {len(plan.removed)} combinations removed by the rules, "
-        f"profiles: {', '.join(space.profiles) or 'none'})"
+        f"{name}: valid ({plural(len(plan.configs), 'config')}, {len(plan.removed)} combinations removed by the "
+        f"rules, profiles: {', '.join(space.profiles) or 'none'})"
     )
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 
 def parse_tolerance(value: float | None) -> float | None:
     """``--tolerance``: one tolerance for every verdict, in each space's metric units; must be positive."""
     if value is not None and not (value > 0 and math.isfinite(value)):
-        raise SweepError(f"--tolerance must be a positive number in the metric's units (e.g. 0.5), got {value}")
+        raise UsageError(f"--tolerance must be a positive number in the metric's units (e.g. 0.5), got {value}")
     return value
 
 
@@ -419,7 +424,7 @@ def cmd_import(args) -> int:
     from sweep.importer import import_file
 
     if is_remote(args.results):
-        raise SweepError(
+        raise UsageError(
             f"sweep import writes to a results folder, not to object storage ({args.results}); import into a "
             f"folder, then copy its files under the prefix (e.g. `aws s3 sync DIR {args.results}`)"
         )
@@ -455,7 +460,7 @@ def cmd_kappa_theory(args) -> int:
     from sweep import theory
 
     if sum(x is not None for x in (args.width, args.head_dim, args.space)) != 1:
-        raise SweepError(
+        raise UsageError(
             "give exactly one of --space SPACE (its own shapes), --width D (fixed total width) or --head-dim d "
             "(fixed head size)"
         )
@@ -463,7 +468,12 @@ def cmd_kappa_theory(args) -> int:
         groups = space_theory_groups(args)
     else:
         if args.tokens is None:
-            raise SweepError("--tokens N is needed with --width or --head-dim (with --space the space gives it)")
+            raise UsageError("--tokens N is needed with --width or --head-dim (with --space the space gives it)")
+        if min(args.tokens, args.width or 1, args.head_dim or 1) < 1:
+            raise UsageError(
+                f"--tokens, --width and --head-dim must be positive whole numbers, got --tokens {args.tokens}"
+                + (f" --width {args.width}" if args.width is not None else f" --head-dim {args.head_dim}")
+            )
         heads = parse_int_list(args.heads, "--heads")
         if args.width is not None:
             shapes = [(h, args.width // h) for h in heads if args.width % h == 0]
@@ -538,7 +548,7 @@ def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int
         configs = [c for c in plan.configs if parametrisation in theory.parametrisations([c.shape.rule])]
         tokens = {num_tokens(ModelSpec(**c.model)) for c in configs}
         if len(tokens) > 1:
-            raise SweepError(f"{label}: its configs see different token counts {sorted(tokens)}; give --tokens")
+            raise UsageError(f"{label}: its configs see different token counts {sorted(tokens)}; give --tokens")
         shapes = [(c.shape.num_heads, c.shape.head_dim) for c in configs]
         groups.append((parametrisation, label, shapes, args.tokens or tokens.pop()))
     return groups
@@ -727,11 +737,27 @@ def main(argv: list[str] | None = None) -> int:
     except SweepError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        first, *rest = str(exc).splitlines() or [""]
+        rest = [line if line.startswith("  ") else "  " + line for line in rest if line.strip()]
+        print("\n".join([f"error: {first}", *rest]), file=sys.stderr)  # what follows the first line, indented
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # one line for a person; the traceback is what --debug is for
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        if isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
+            return 2  # a path the user gave
+        print("  (not an error the tool expected: `sweep --debug …` shows where it came from)", file=sys.stderr)
+        return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """``FileNotFoundError: no such file …`` on one line (the first line of a multi-line message)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from sweep.errors import SweepError
+from sweep.errors import UsageError
 from sweep.metrics import (
     DEFAULT_TOLERANCE,
     METRICS,
@@ -609,7 +609,7 @@ def write_report(
     con = connect(results_dir, tolerance=tolerance)
     trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
     if trials == 0:
-        raise SweepError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
+        raise UsageError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
     headline = find_headline(con, space)
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)

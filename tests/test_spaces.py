@@ -226,6 +226,61 @@ def test_every_problem_is_reported_together(tmp_path):
     assert {"axes.depth[0]", "axes.num_heads", "train.epochz"} <= paths
 
 
+# Files of several mistakes each, of different kinds (a rule across keys, a baseline outside the grid, an axis
+# value the rules remove, a misspelt key, a bound): one run of `sweep validate` must name every one of them.
+SEVERAL_MISTAKES = {
+    "rules": (
+        """question: q
+model: {family: vit, embed_dim: 64, mlp_dim: 128, patch_size: 2}
+axes: {depth: [1, 2], num_heads: [1, 3, 4]}
+baseline: {depth: 4, num_heads: 4}
+seeds: [0]
+metric: {name: top1, mode: min}
+""",
+        {"metric.mode", "axes.num_heads[1]", "baseline"},
+    ),
+    "structure_and_rules": (
+        """question: q
+model: {family: vit, embed_dim: 64, mlp_dim: 128, patch_size: 2}
+axes: {depth: [1, 2], num_heads: [4, 6, 1]}
+baseline: {depth: 2, num_heads: 4}
+seeds: [0]
+trian: {epochs: 2}
+resources: {cpus_per_trial: 0}
+metric: {name: val_loss, mode: max, tolerance: 0.1}
+""",
+        {"trian", "resources.cpus_per_trial", "metric.mode", "axes.num_heads[1]"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SEVERAL_MISTAKES)
+def test_validate_reports_every_mistake_of_a_file_in_one_run(case, tmp_path, capsys):
+    text, wanted = SEVERAL_MISTAKES[case]
+    file = tmp_path / f"{case}.yaml"
+    file.write_text(text)
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    lines = [line.strip().removeprefix("note: ") for line in err.splitlines()[1:]]
+    assert err.startswith(f"error: invalid search space ({len(wanted) - 1} problems; 1 note)")
+    assert len(lines) == len(wanted) and {line.split(": ")[1] for line in lines} == wanted
+    # the value the rules drop is named as such, with the rule that drops it (a note: the rest still runs)
+    dropped = err.splitlines()[-1].strip()
+    value = 3 if case == "rules" else 6
+    assert dropped.startswith("note: ") and ": axes.num_heads[1]: " in dropped
+    assert (
+        f"every configuration with num_heads={value} is removed by the rules (num_heads={value} does not divide "
+        in (dropped)
+    )
+
+
+def test_validate_names_an_axis_value_the_rules_remove_in_a_valid_space(tmp_path, capsys):
+    assert main(["validate", str(write_space(tmp_path))]) == 0  # num_heads 3 at d_model 16
+    out = capsys.readouterr().out
+    assert "space: valid (4 configs, 2 combinations removed by the rules" in out
+    assert "note: " in out and "axes.num_heads[1]: every configuration with num_heads=3 is removed by the rules" in out
+
+
 def test_unknown_profile_lists_defined_ones(tmp_path):
     with pytest.raises(SpaceError, match="profiles in this space: smoke"):
         load_space(str(write_space(tmp_path)), profile="smok")

@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -131,7 +132,7 @@ def cmd_rerun(args) -> int:
             f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
             file=sys.stderr,
         )
-        print(describe(missing, len(configs) * len(plan.seeds)), file=sys.stderr)
+        print(describe(missing, len(configs) * len(plan.seeds), dry_run=args.dry_run), file=sys.stderr)
         if not missing or args.dry_run:
             return 0
         plan.pairs = [(m.config, m.seed) for m in missing]
@@ -267,7 +268,7 @@ def print_controls(plan: Plan) -> None:
         print(
             f"control {row['label']} ({given}; depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}, "
             f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
-            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])}FLOPs per sample "
+            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])} FLOPs per sample "
             f"({row['flops_change']:+.1%}); {where}"
         )
         if row["why"]:
@@ -319,7 +320,7 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
     base = plan.baseline
     print(
         f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
-        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
+        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)} FLOPs per sample"
     )
     metric = plan.space.metric
     print(
@@ -334,8 +335,8 @@ def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None
         added = sum(not c.in_grid for c in plan.controls)
         arms = f" (the axes' and {added} control arm{'s' if added > 1 else ''})" if added else ""
         print(
-            f"grid: {len(rows)} configs{arms} × {len(plan.seeds)} seeds {plan.seeds} = "
-            f"{len(rows) * len(plan.seeds)} trials"
+            f"grid: {plural(len(rows), 'config')}{arms} × {plural(len(plan.seeds), 'seed')} {plan.seeds} = "
+            f"{plural(len(rows) * len(plan.seeds), 'trial')}"
         )
     else:
         print(
@@ -382,14 +383,35 @@ def print_budgets(plan: Plan) -> None:
 
 
 def cmd_spaces(args) -> int:
-    for name, path in shipped_spaces().items():
+    """Every space with its question and each profile's description (what it runs, where, how long: the
+    YAML's ``profiles.NAME.description``, the one place those words live); ``sweep spaces NAME``: one space,
+    with its ``why:`` too."""
+    spaces = shipped_spaces()
+    if args.name is not None:
+        from sweep.space_loader import find_space
+
+        path = find_space(args.name)
+        spaces = {path.stem: path}
+    for name, path in spaces.items():
         raw = with_recipes(read_yaml(path), path)
-        question = " ".join(str(raw.get("question", "")).split())
-        profiles = ", ".join(raw.get("profiles", {}) or {}) or "-"
-        print(f"{name}\n    {question}\n    profiles: {profiles}; file: {display_path(path)}")
-    print("\nmodel families (model.family):")
-    for family in FAMILIES.values():
-        print(f"  {family.name:6s} {family.description}")
+        print(f"{name}  ({display_path(path)})")
+        print(textwrap.fill(" ".join(str(raw.get("question", "")).split()), 110, initial_indent="    ",
+                            subsequent_indent="    "))  # fmt: skip
+        if args.name is not None and raw.get("why"):
+            print(textwrap.fill("why: " + " ".join(str(raw["why"]).split()), 110, initial_indent="    ",
+                                subsequent_indent="    "))  # fmt: skip
+        profiles = raw.get("profiles") or {}
+        default = raw.get("default_profile")
+        print(f"    profiles{f' (default: {default})' if default else ''}:" if profiles else "    profiles: none")
+        for profile, body in profiles.items():
+            description = " ".join(str((body or {}).get("description") or "(no description)").split())
+            print(
+                textwrap.fill(f"{profile}: {description}", 110, initial_indent="      ", subsequent_indent="        ")
+            )
+    if args.name is None:
+        print("\nmodel families (model.family):")
+        for family in FAMILIES.values():
+            print(f"  {family.name:6s} {family.description}")
     return 0
 
 
@@ -666,7 +688,10 @@ def add_plan_parsers(sub) -> None:
     plan.add_argument("--format", choices=["table", "csv", "json"], default="table")
     plan.set_defaults(func=cmd_plan)
 
-    spaces = sub.add_parser("spaces", help="the shipped spaces and the question each answers")
+    spaces = sub.add_parser(
+        "spaces", help="the shipped spaces: the question each answers, and what each profile runs and how long"
+    )
+    spaces.add_argument("name", nargs="?", help="one space (a name or a YAML file): also its why:")
     spaces.set_defaults(func=cmd_spaces)
 
     validate = sub.add_parser("validate", help="check a space (name or file) and all its profiles")
@@ -744,6 +769,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sweep spaces | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # one line for a person; the traceback is what --debug is for
         if args.debug:
             raise

@@ -91,10 +91,12 @@ def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = 
     )
 
 
-def describe(missing: list[Missing], total: int) -> str:
+def describe(missing: list[Missing], total: int, dry_run: bool = False) -> str:
+    """What is missing, one line per config; ``dry_run``: said as what a run would start, not as running."""
     if not missing:
         return f"nothing missing: all {total} (config, seed) pairs are recorded"
-    lines = [f"{len(missing)} of {total} (config, seed) pairs missing; running them:"]
+    doing = "a run would start them (--dry-run: nothing runs):" if dry_run else "running them:"
+    lines = [f"{len(missing)} of {total} (config, seed) pairs missing; {doing}"]
     by_config: dict[str, list[int]] = {}
     for item in missing:
         by_config.setdefault(item.config.config_id, []).append(item.seed)

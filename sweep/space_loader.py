@@ -141,7 +141,7 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
     file, names = display_path(path), raw["extends"]
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        rule, fix = "must be a recipe's name or a list of them", f"e.g. extends: deit_imagenet ({RECIPES}/*.yaml)"
+        rule, fix = "must be a recipe's or a space's name, or a list of them", "e.g. extends: local_digits"
         raise SpaceError([ConfigIssue(file, "extends", rule, raw["extends"], fix)])
     merged: dict = {}
     for name in names:
@@ -154,14 +154,22 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
 
 
 def find_recipe(name: str, path: Path, file: str) -> Path:
+    """A recipe by name (``recipes/NAME.yaml`` beside the file, else under a spaces folder), else a whole
+    space a user may start from (a shipped one, or one of ``./search_spaces/``): "local_digits with other axes"
+    is ``extends: local_digits`` and the axes."""
     beside = path.parent if path.parent.name == RECIPES else path.parent / RECIPES  # a recipe's siblings
     folders = dict.fromkeys([beside, *(folder / RECIPES for folder in spaces_dirs())])
     for folder in folders:
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"
+    spaces = shipped_spaces()
+    if name in spaces:
+        return spaces[name]
     known = sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")})
-    fix = did_you_mean(name, known) + f"recipes: {', '.join(known) or 'none'} (in {RECIPES}/ beside the spaces)"
-    raise SpaceError([ConfigIssue(file, "extends", "must name a recipe that exists", name, fix)])
+    fix = did_you_mean(name, [*known, *spaces]) + (
+        f"recipes: {', '.join(known) or 'none'} (in {RECIPES}/ beside the spaces), or any space `sweep spaces` lists"
+    )
+    raise SpaceError([ConfigIssue(file, "extends", "must name a recipe or a space that exists", name, fix)])
 
 
 def load_space(name_or_path: str, profile: str | None = None) -> tuple[str, Space, str | None]:

@@ -281,6 +281,38 @@ def test_validate_names_an_axis_value_the_rules_remove_in_a_valid_space(tmp_path
     assert "note: " in out and "axes.num_heads[1]: every configuration with num_heads=3 is removed by the rules" in out
 
 
+def test_a_space_of_ones_own_extends_a_shipped_space(tmp_path, monkeypatch):
+    # the natural first space: a copy of local_digits with other axes, in ./search_spaces/
+    (tmp_path / "search_spaces").mkdir()
+    (tmp_path / "search_spaces" / "my_digits.yaml").write_text(
+        "extends: local_digits\nquestion: does 8 heads at depth 2 hold?\naxes: {depth: [2, 4], num_heads: [4, 8]}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    name, space, profile = load_space("my_digits")
+    _, shipped, _ = load_space("local_digits")
+    assert (name, profile) == ("my_digits", None)
+    assert space.axis_values("depth") == [2, 4] and space.axis_values("num_heads") == [4, 8]
+    assert space.train == shipped.train and space.data == shipped.data and space.metric == shipped.metric
+    assert set(space.profiles) == set(shipped.profiles)
+    with pytest.raises(SpaceError, match="must name a recipe or a space that exists"):
+        (tmp_path / "search_spaces" / "typo.yaml").write_text("extends: local_digit\nquestion: q\n")
+        load_space("typo")
+
+
+def test_spaces_shows_each_profile_with_its_description_from_the_yaml(capsys):
+    import yaml
+
+    assert main(["spaces", "local_digits"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    profiles = yaml.safe_load((shipped_spaces()["local_digits"]).read_text())["profiles"]
+    for name, body in profiles.items():
+        assert f"{name}: {' '.join(body['description'].split())}" in out
+    assert "quick: one seed, depths 1 and 4, four head counts; about a minute" in out and "why: " in out
+    assert main(["spaces"]) == 0
+    everything = " ".join(capsys.readouterr().out.split())
+    assert "cpu: the smallest recall task (2 pairs, 16 tokens, 32 ids), 3,000 steps, 2 CPU cores, about 7" in everything
+
+
 def test_unknown_profile_lists_defined_ones(tmp_path):
     with pytest.raises(SpaceError, match="profiles in this space: smoke"):
         load_space(str(write_space(tmp_path)), profile="smok")
@@ -411,5 +443,5 @@ def test_recipes_chain_and_a_loop_or_an_unknown_name_is_one_issue(tmp_path):
     write_recipe(tmp_path, "base", "extends: faster\n")
     with pytest.raises(SpaceError, match=r"extends: recipes extend each other in a loop \(space → faster → base"):
         load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "faster"))))
-    with pytest.raises(SpaceError, match=r"extends: must name a recipe that exists.*did you mean faster"):
+    with pytest.raises(SpaceError, match=r"extends: must name a recipe or a space that exists.*did you mean faster"):
         load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "fastr"))))

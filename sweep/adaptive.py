@@ -24,6 +24,7 @@ from pathlib import Path
 from sweep.plan import Plan, PlannedConfig
 from sweep.rerun import Missing
 from sweep.sql import connect
+from sweep.text import plural
 from workers.vocabulary import RECORDED_STATUSES
 
 # The evidence of a verdict no seed of the config can settle: its baseline did not learn (vs_baseline's
@@ -132,9 +133,12 @@ def describe_round(open_: list[OpenVerdict], planned: list[Missing], budget_left
     reasons = {item.config.config_id: item for item in open_}
     for item in planned:
         shape, why = item.config.shape, reasons.get(item.config.config_id)
-        note = "baseline" if item.config.is_baseline else f"{why.verdict}, {why.evidence}, {why.n_seeds} seeds"
+        seeds = plural(why.n_seeds, "seed") if why else ""
+        note = "baseline" if item.config.is_baseline else f"{why.verdict}, {why.evidence}, {seeds}"
+        heads = "head " if shape.num_heads == 1 else "heads"
         lines.append(
-            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} {heads} "
+            f"of {shape.head_dim:<3} "
             f"seed {item.seed}  ({note})"
         )
     return "\n".join(lines)

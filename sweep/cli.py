@@ -43,6 +43,10 @@ from workers.models import FAMILIES
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
 DEFAULT_RESULTS = Path("results")
+SPACE_HELP = f"a shipped space name, one in ./search_spaces/, or a path to a YAML file (default: {DEFAULT_SPACE})"
+PROFILE_HELP = "a profile of the space (`sweep spaces NAME` lists them); default: the space's default_profile"
+RESULTS_HELP = "the results folder, or an s3:// / gs:// prefix (default: results)"
+FORMAT_HELP = "how to print rows (default: table)"
 TOLERANCE_HELP = (
     "judge every verdict at this tolerance, in each space's metric units (points of top-1, nats of loss); "
     "default: each space's own metric.tolerance"
@@ -266,7 +270,8 @@ def print_controls(plan: Plan) -> None:
         given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
         print(
-            f"control {row['label']} ({given}; depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}, "
+            f"control {row['label']} ({given}; depth {row['depth']} × {plural(row['num_heads'], 'head')} of "
+            f"{row['head_dim']}, "
             f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
             f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])} FLOPs per sample "
             f"({row['flops_change']:+.1%}); {where}"
@@ -319,7 +324,7 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
     print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
     base = plan.baseline
     print(
-        f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
+        f"baseline: depth {base.shape.depth} × {plural(base.shape.num_heads, 'head')} of {base.shape.head_dim}, "
         f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)} FLOPs per sample"
     )
     metric = plan.space.metric
@@ -374,7 +379,7 @@ def print_budgets(plan: Plan) -> None:
     for budget in plan.budgets:
         base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
         print(
-            f"budget{family}: from depth {base.depth} × {base.num_heads} heads of {base.head_dim}, d_model "
+            f"budget{family}: from depth {base.depth} × {plural(base.num_heads, 'head')} of {base.head_dim}, d_model "
             f"{base.embed_dim}, MLP {base.mlp_dim}: {budget.base_params:,} params; target {budget.target:,} params "
             f"({budget.target / budget.base_params:.2f}× the base), within ±{percent(budget.tolerance)}"
         )
@@ -639,9 +644,9 @@ def cmd_gpu_check(args) -> int:
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by the commands that launch trials (run, rerun)."""
-    parser.add_argument("space", nargs="?", default=DEFAULT_SPACE)
-    parser.add_argument("--profile")
-    parser.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    parser.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
+    parser.add_argument("--profile", help=PROFILE_HELP)
+    parser.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     parser.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     parser.add_argument(
         "--data-workers",
@@ -682,10 +687,10 @@ def add_run_parsers(sub) -> None:
 
 def add_plan_parsers(sub) -> None:
     plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")
-    plan.add_argument("space", nargs="?", default=DEFAULT_SPACE)
-    plan.add_argument("--profile")
-    plan.add_argument("--seeds")
-    plan.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    plan.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
+    plan.add_argument("--profile", help=PROFILE_HELP)
+    plan.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
+    plan.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     plan.set_defaults(func=cmd_plan)
 
     spaces = sub.add_parser(
@@ -695,32 +700,46 @@ def add_plan_parsers(sub) -> None:
     spaces.set_defaults(func=cmd_spaces)
 
     validate = sub.add_parser("validate", help="check a space (name or file) and all its profiles")
-    validate.add_argument("space")
-    validate.add_argument("--profile")
+    validate.add_argument("space", help="a shipped space name, one in ./search_spaces/, or a path to a YAML file")
+    validate.add_argument("--profile", help="also check that this profile exists (every profile is validated)")
     validate.set_defaults(func=cmd_validate)
 
 
+def analysis_views() -> list[str]:
+    """The analysis views' names, from the header of ``sweep/views.sql`` (its ``-- Views:`` list)."""
+    text = (Path(__file__).parent / "views.sql").read_text()
+    listed = text.split("-- Views:", 1)[1].split("\n\n", 1)[0]
+    names = [name.strip(" .-\n") for name in listed.replace("\n--", " ").split(",")]
+    return [name for name in names if name and name not in ("trials", "epochs", "spaces")]
+
+
 def add_results_parsers(sub) -> None:
-    sql = sub.add_parser("sql", help="read-only DuckDB SQL over the results (tables trials, epochs, kappa)")
-    sql.add_argument("query")
-    sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
-    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql = sub.add_parser(
+        "sql",
+        help="read-only DuckDB SQL over the results tables and the analysis views",
+        description="Read-only DuckDB SQL over the results. Tables: trials, epochs, kappa, spaces. Analysis "
+        f"views (sweep/views.sql; docs/analysis.md says what each holds): {', '.join(analysis_views())}.",
+    )
+    sql.add_argument("query", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) FROM trials '
+                     'GROUP BY ALL"')  # fmt: skip
+    sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    imp.add_argument("file", type=Path, help="a CSV or Parquet file of trials rows (docs/schema.md: sweep import)")
+    imp.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help="the results folder to add to")
     imp.set_defaults(func=cmd_import)
 
     doctor = sub.add_parser("doctor", help="check every results file; --fix sets damaged ones aside")
-    doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
     doctor.set_defaults(func=cmd_doctor)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
-    report.add_argument("space")
-    report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    report.add_argument("space", help="the space whose trials to report (a name as recorded in the results)")
+    report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
     report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     report.set_defaults(func=cmd_report)
@@ -736,8 +755,8 @@ def add_kappa_theory_parser(sub) -> None:
     theory.add_argument("--width", type=int, help="fixed total width D = heads × head_dim (ViT-B: 768)")
     theory.add_argument("--head-dim", type=int, help="fixed head size d; the width grows with heads")
     theory.add_argument("--heads", default="1,2,4,8,12,16,24,32,48,64", help="comma-separated head counts")
-    theory.add_argument("--samples", type=int, default=16)
-    theory.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    theory.add_argument("--samples", type=int, default=16, help="Gaussian draws per shape (default 16)")
+    theory.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     theory.set_defaults(func=cmd_kappa_theory)
 
 

@@ -744,7 +744,7 @@ def control_words(row: dict, name: str) -> str:
     return (
         f"the {row['control']} control ({row['control_depth']} blocks × {row['control_num_heads']} heads of "
         f"{row['control_head_dim']}, MLP {row['control_mlp_dim']}; {row['control_params']:,} params; "
-        f"{format_score(row['control_score'], name)} over {row['control_n_seeds']} seed(s))"
+        f"{format_score(row['control_score'], name)} over {plural(row['control_n_seeds'], 'seed')})"
     )
 
 
@@ -990,7 +990,8 @@ def budget_paragraph(ways: list[dict], pairs: list[dict], headline: Headline, sp
 def way_words(way: dict, name: str) -> str:
     """``deeper (4 blocks × 4 heads of 12, d_model 48, 114,778 params, -1.5%): 80.1% (95% CI 77.0%…83.2%, 5 seeds)``"""
     interval = (
-        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, {way['n_seeds']} seeds"
+        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, "
+        f"{plural(way['n_seeds'], 'seed')}"
         if way["score_lo"] is not None
         else "one seed"
     )

@@ -105,8 +105,10 @@ def describe(missing: list[Missing], total: int, dry_run: bool = False) -> str:
     for config_id, seeds in by_config.items():
         shape = configs[config_id].shape
         family = f"{shape.family:<16}" if several else ""
+        heads = "head " if shape.num_heads == 1 else "heads"
         lines.append(
-            f"  {config_id}  {family}depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"  {config_id}  {family}depth {shape.depth:>2} × {shape.num_heads:>3} {heads} "
+            f"of {shape.head_dim:<3} "
             f"mlp {shape.mlp_dim:<5} seeds {seeds}"
         )
     return "\n".join(lines)

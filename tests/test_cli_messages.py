@@ -78,3 +78,36 @@ def test_an_unexpected_error_is_one_line_pointing_at_debug(monkeypatch, capsys):
     assert len(err) == 2 and "--debug" in err[1]
     with pytest.raises(RuntimeError):
         main(["--debug", "spaces"])
+
+
+def all_parsers(parser):
+    """The parser and every subcommand's parser under it."""
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from all_parsers(sub)
+
+
+def test_every_argument_of_every_command_has_help():
+    missing = [
+        f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
+        for parser in all_parsers(cli.build_parser())
+        for action in parser._actions
+        if not action.help and action.dest != "help" and not action.__class__.__name__.startswith("_SubParsers")
+    ]
+    assert missing == []
+
+
+def test_sql_help_lists_every_analysis_view(capsys):
+    import re
+    from pathlib import Path
+
+    created = set(re.findall(r"CREATE OR REPLACE VIEW (\w+)", (Path(cli.__file__).parent / "views.sql").read_text()))
+    created -= {"trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files"}
+    with pytest.raises(SystemExit):
+        main(["sql", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert created and all(re.search(rf"\b{view}\b", text) for view in created), created

@@ -2,7 +2,8 @@
 
 A config's verdict is *settled* when it is significant (its 95% interval clears the tolerance either way,
 ``vs_baseline.significant``) or it is a baseline; every other config is *open*: inconclusive, judged on a
-single seed, or without a finished seed. The budget N is spent in rounds. Each round gives every open
+single seed, or without a finished seed (a config whose baseline did not learn is neither: no seed of
+its own settles it, so it is left alone). The budget N is spent in rounds. Each round gives every open
 config one more seed, nearest an edge first, and the baseline one more too while it has no more seeds than
 the configs being extended (every verdict leans on it), until the round or the budget is spent; then the
 verdicts are read again and the next round starts, until every verdict is settled or N trials have run.
@@ -23,7 +24,15 @@ from pathlib import Path
 from sweep.plan import Plan, PlannedConfig
 from sweep.rerun import Missing
 from sweep.sql import connect
+from sweep.text import plural
 from workers.vocabulary import RECORDED_STATUSES
+
+# The evidence of a verdict no seed of the config can settle: its baseline did not learn (vs_baseline's
+# method 'baseline at chance'). Such configs are not open here; the report names them.
+UNSETTLEABLE = "baseline at chance"
+# Seeds per config the expectation below looks as far as: past it a verdict whose Δ sits on the tolerance
+# bound is called out as not expected to settle, rather than given a budget nobody would run.
+MAX_EXPECTED_SEEDS = 10
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ def open_verdicts(plan: Plan, results_dir: Path) -> list[OpenVerdict]:
         if config.is_baseline:
             continue
         verdict, evidence, n_seeds, significant = judged.get(config.config_id, ("inconclusive", "no row", 0, False))
-        if significant:
+        if significant or evidence == UNSETTLEABLE:
             continue
         shape = config.shape
         row = (shape.family, shape.num_heads, shape.head_dim, shape.embed_dim, shape.mlp_dim)
@@ -124,9 +133,112 @@ def describe_round(open_: list[OpenVerdict], planned: list[Missing], budget_left
     reasons = {item.config.config_id: item for item in open_}
     for item in planned:
         shape, why = item.config.shape, reasons.get(item.config.config_id)
-        note = "baseline" if item.config.is_baseline else f"{why.verdict}, {why.evidence}, {why.n_seeds} seeds"
+        seeds = plural(why.n_seeds, "seed") if why else ""
+        note = "baseline" if item.config.is_baseline else f"{why.verdict}, {why.evidence}, {seeds}"
+        heads = "head " if shape.num_heads == 1 else "heads"
         lines.append(
-            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} {heads} "
+            f"of {shape.head_dim:<3} "
             f"seed {item.seed}  ({note})"
         )
     return "\n".join(lines)
+
+
+# --- how many trials the rule above is expected to need --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What :func:`expected_budget` found: the trials the adaptive rule is expected to run until every open
+    verdict it can settle within :data:`MAX_EXPECTED_SEEDS` seeds is settled; how many it expects to settle
+    (``settles`` of ``open``), and the open configs it does not expect to settle (their Δ sits too close to
+    the tolerance bound for that many seeds), by config_id."""
+
+    trials: int
+    open: int
+    settles: int
+    unsettled: tuple[str, ...]
+
+
+@dataclass
+class _Projected:
+    config_id: str
+    family: str
+    gain: float | None  # signed so that positive is better; None: no finished seed yet
+    sd: float | None
+    n: int
+
+
+def _t95(dof: float) -> float:
+    from scipy.stats import t  # scikit-learn's dependency; imported only when a budget is estimated
+
+    return float(t.ppf(0.975, dof))
+
+
+def _settled(config: _Projected, base: _Projected, tolerance: float) -> bool:
+    """Would the verdict be significant at these seed counts, if the means and sds stayed as they are now?
+    (vs_baseline's Welch rule: holds when gain − half-width ≥ −tol, breaks when gain + half-width < −tol.)"""
+    if config.n < 2 or base.n < 2:
+        return False
+    if config.gain is None:
+        return True  # no finished seed yet: assume its first two seeds give it an interval that settles
+    va, vb = config.sd**2 / config.n, base.sd**2 / base.n
+    if va + vb == 0:
+        return True
+    dof = (va + vb) ** 2 / (va**2 / (config.n - 1) + vb**2 / (base.n - 1)) if va and vb else config.n + base.n - 2
+    half = _t95(max(dof, 1.0)) * math.sqrt(va + vb)
+    return config.gain - half >= -tolerance or config.gain + half < -tolerance
+
+
+def expected_budget(rows: list[dict]) -> Expectation:
+    """The trials ``sweep rerun --select inconclusive`` is expected to need to settle the open verdicts of
+    ``rows`` (one space's ``vs_baseline`` rows, baselines included), by running the rule of this module's
+    docstring on paper: each round one more seed for every open config and, while it has no more seeds
+    than that config, one for its baseline; each verdict re-judged with its mean and sd as they are now
+    (a config or baseline of one seed borrows the space's pooled sd, else the other side's). Rounds go on
+    until every config that can settle within :data:`MAX_EXPECTED_SEEDS` seeds has; configs that cannot
+    still take their seed each round, as the rule gives them. An expectation, not a promise: the new seeds
+    move the means."""
+    bases = {r["family"]: r for r in rows if r["is_baseline"]}
+    pooled = next((r["pooled_sd"] for r in rows if r.get("pooled_sd")), None)
+    base_state: dict[str, _Projected] = {}
+    for family, b in bases.items():
+        sd = b["score_sd"] if b["n_seeds"] >= 2 and b["score_sd"] is not None else pooled
+        base_state[family] = _Projected(b["config_id"], family, 0.0, sd, b["n_seeds"] or 0)
+    open_: list[_Projected] = []
+    tolerance = {r["family"]: r["tolerance"] for r in rows}
+    for r in rows:
+        if r["is_baseline"] or r["significant"] or r["evidence"] == UNSETTLEABLE or r["family"] not in bases:
+            continue
+        sd = r["score_sd"] if (r["n_seeds"] or 0) >= 2 and r["score_sd"] is not None else None
+        open_.append(_Projected(r["config_id"], r["family"], r["gain"], sd, r["n_seeds"] or 0))
+    for family, base in base_state.items():  # a one-seed side borrows the pooled sd, else the other side's
+        if base.sd is None:
+            others = [i.sd for i in open_ if i.family == family and i.sd is not None]
+            base.sd = pooled if pooled is not None else (others[0] if others else 0.0)
+    for item in open_:
+        if item.sd is None:
+            item.sd = pooled if pooled is not None else base_state[item.family].sd
+
+    def can_settle(item: _Projected) -> bool:
+        lone, base = _Projected(**vars(item)), _Projected(**vars(base_state[item.family]))
+        while lone.n <= MAX_EXPECTED_SEEDS:
+            if _settled(lone, base, tolerance[item.family]):
+                return True
+            base.n += base.n <= lone.n
+            lone.n += 1
+        return False
+
+    hopeful = {item.config_id for item in open_ if can_settle(item)}
+    trials, active = 0, list(open_)
+    while any(item.config_id in hopeful for item in active):
+        for item in active:
+            base = base_state[item.family]
+            if base.n <= item.n:
+                base.n += 1
+                trials += 1
+            item.n += 1
+            trials += 1
+        active = [item for item in active if not _settled(item, base_state[item.family], tolerance[item.family])]
+    unsettled = tuple(item.config_id for item in open_ if item.config_id not in hopeful)
+    return Expectation(trials, len(open_), len(hopeful), unsettled)

@@ -25,12 +25,13 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from sweep.budget import percent
-from sweep.errors import DataUnavailableError, SweepError
+from sweep.errors import DataUnavailableError, SweepError, UsageError
 from sweep.metrics import direction_words, tolerance_unit
 from sweep.plan import Plan, compare_published, control_rows, make_plan
 from sweep.rerun import (
@@ -47,10 +48,15 @@ from sweep.space import TRACKERS, GridSearch, Scheduler
 from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
 from sweep.sql import render, run_query
 from sweep.storage import is_remote, parse_results
+from sweep.text import plural
 from workers.models import FAMILIES
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
 DEFAULT_RESULTS = Path("results")
+SPACE_HELP = f"a shipped space name, one in ./search_spaces/, or a path to a YAML file (default: {DEFAULT_SPACE})"
+PROFILE_HELP = "a profile of the space (`sweep spaces NAME` lists them); default: the space's default_profile"
+RESULTS_HELP = "the results folder, or an s3:// / gs:// prefix (default: results)"
+FORMAT_HELP = "how to print rows (default: table)"
 TOLERANCE_HELP = (
     "judge every verdict at this tolerance, in each space's metric units (points of top-1, nats of loss); "
     "default: each space's own metric.tolerance"
@@ -66,9 +72,9 @@ def parse_seeds(text: str | None) -> list[int] | None:
             return [int(part) for part in text.split(",") if part.strip()]
         count = int(text)
     except ValueError:
-        raise SweepError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
+        raise UsageError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
     if count < 1:
-        raise SweepError(f"--seeds must be at least 1, got {count}")
+        raise UsageError(f"--seeds must be at least 1, got {count}")
     return list(range(count))
 
 
@@ -86,9 +92,9 @@ def parse_int_list(text: str, option: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise SweepError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
+        raise UsageError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
     if not values or min(values) < 1:
-        raise SweepError(f"{option} needs positive whole numbers, got {text!r}")
+        raise UsageError(f"{option} needs positive whole numbers, got {text!r}")
     return values
 
 
@@ -114,7 +120,7 @@ def cmd_run(args) -> int:
 
     plan = load_plan(args, check_data)
     if args.trials is not None and plan.space.search.kind == "grid":
-        raise SweepError(grid_trials_message(plan))
+        raise UsageError(grid_trials_message(plan))
     with sweep_lock(args.results, plan.space_name, args.wait):
         if plan.space.search.kind == "optuna":
             return run_search(plan, args)
@@ -181,13 +187,13 @@ def cmd_rerun(args) -> int:
     if args.select == "inconclusive":
         return rerun_inconclusive(args, check_data)
     if args.budget is not None:
-        raise SweepError("--budget goes with --select inconclusive; the other selections take --seeds N")
+        raise UsageError("--budget goes with --select inconclusive; the other selections take --seeds N")
     if args.seeds is None:
         return rerun_search(args, check_data)
     if args.trials is not None:
-        raise SweepError("--trials N extends an Optuna search, --seeds N adds seeds to its configs: give one of them")
+        raise UsageError("--trials N extends an Optuna search, --seeds N adds seeds to its configs: give one of them")
     if args.seeds < 1:
-        raise SweepError(f"--seeds must be at least 1, got {args.seeds}")
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
     with sweep_lock(args.results, plan.space_name, args.wait):
         configs = select_configs(plan, args.results, args.select, args.top_k)
@@ -196,7 +202,7 @@ def cmd_rerun(args) -> int:
             f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
             file=sys.stderr,
         )
-        print(describe(missing, len(configs) * len(plan.seeds)), file=sys.stderr)
+        print(describe(missing, len(configs) * len(plan.seeds), dry_run=args.dry_run), file=sys.stderr)
         if not missing or args.dry_run:
             return 0
         plan.pairs = [(m.config, m.seed) for m in missing]
@@ -208,9 +214,9 @@ def rerun_search(args, check_data) -> int:
     """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
     plan = load_plan(args, check_data)
     if plan.space.search.kind == "grid":
-        raise SweepError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
+        raise UsageError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
     if args.select != "all":
-        raise SweepError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
+        raise UsageError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
     with sweep_lock(args.results, plan.space_name, args.wait):
         return run_search(plan, args)
 
@@ -221,9 +227,9 @@ def rerun_inconclusive(args, check_data) -> int:
     from sweep.adaptive import describe_round, next_round, open_verdicts
 
     if args.budget is None or args.budget < 1:
-        raise SweepError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
+        raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
     if args.seeds is not None or args.trials is not None:
-        raise SweepError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
+        raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
     plan = load_plan(args, check_data)
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
     with sweep_lock(args.results, plan.space_name, args.wait):
@@ -355,9 +361,10 @@ def print_controls(plan: Plan) -> None:
         given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
         print(
-            f"control {row['label']} ({given}; depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}, "
+            f"control {row['label']} ({given}; depth {row['depth']} × {plural(row['num_heads'], 'head')} of "
+            f"{row['head_dim']}, "
             f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
-            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])}FLOPs per sample "
+            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])} FLOPs per sample "
             f"({row['flops_change']:+.1%}); {where}"
         )
         if row["why"]:
@@ -408,8 +415,8 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
     print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
     base = plan.baseline
     print(
-        f"baseline: depth {base.shape.depth} × {base.shape.num_heads} heads of {base.shape.head_dim}, "
-        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)}FLOPs per sample"
+        f"baseline: depth {base.shape.depth} × {plural(base.shape.num_heads, 'head')} of {base.shape.head_dim}, "
+        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)} FLOPs per sample"
     )
     metric = plan.space.metric
     print(
@@ -424,8 +431,8 @@ def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None
         added = sum(not c.in_grid for c in plan.controls)
         arms = f" (the axes' and {added} control arm{'s' if added > 1 else ''})" if added else ""
         print(
-            f"grid: {len(rows)} configs{arms} × {len(plan.seeds)} seeds {plan.seeds} = "
-            f"{len(rows) * len(plan.seeds)} trials"
+            f"grid: {plural(len(rows), 'config')}{arms} × {plural(len(plan.seeds), 'seed')} {plan.seeds} = "
+            f"{plural(len(rows) * len(plan.seeds), 'trial')}"
         )
     else:
         print(
@@ -478,7 +485,7 @@ def print_budgets(plan: Plan) -> None:
     for budget in plan.budgets:
         base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
         print(
-            f"budget{family}: from depth {base.depth} × {base.num_heads} heads of {base.head_dim}, d_model "
+            f"budget{family}: from depth {base.depth} × {plural(base.num_heads, 'head')} of {base.head_dim}, d_model "
             f"{base.embed_dim}, MLP {base.mlp_dim}: {budget.base_params:,} params; target {budget.target:,} params "
             f"({budget.target / budget.base_params:.2f}× the base), within ±{percent(budget.tolerance)}"
         )
@@ -487,36 +494,61 @@ def print_budgets(plan: Plan) -> None:
 
 
 def cmd_spaces(args) -> int:
+    """Every space with its question and each profile's description (what it runs, where, how long: the
+    YAML's ``profiles.NAME.description``, the one place those words live); ``sweep spaces NAME``: one space,
+    with its ``why:`` too; ``--names``: only the names (with ``--profile P``, of the spaces defining P)."""
     if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
         for name, path in shipped_spaces().items():
             if args.profile is None or args.profile in (with_recipes(read_yaml(path), path).get("profiles") or {}):
                 print(name)
         return 0
-    for name, path in shipped_spaces().items():
+    spaces = shipped_spaces()
+    if args.name is not None:
+        from sweep.space_loader import find_space
+
+        path = find_space(args.name)
+        spaces = {path.stem: path}
+    for name, path in spaces.items():
         raw = with_recipes(read_yaml(path), path)
-        question = " ".join(str(raw.get("question", "")).split())
-        profiles = ", ".join(raw.get("profiles", {}) or {}) or "-"
-        print(f"{name}\n    {question}\n    profiles: {profiles}; file: {display_path(path)}")
-    print("\nmodel families (model.family):")
-    for family in FAMILIES.values():
-        print(f"  {family.name:6s} {family.description}")
+        print(f"{name}  ({display_path(path)})")
+        print(textwrap.fill(" ".join(str(raw.get("question", "")).split()), 110, initial_indent="    ",
+                            subsequent_indent="    "))  # fmt: skip
+        if args.name is not None and raw.get("why"):
+            print(textwrap.fill("why: " + " ".join(str(raw["why"]).split()), 110, initial_indent="    ",
+                                subsequent_indent="    "))  # fmt: skip
+        profiles = raw.get("profiles") or {}
+        default = raw.get("default_profile")
+        print(f"    profiles{f' (default: {default})' if default else ''}:" if profiles else "    profiles: none")
+        for profile, body in profiles.items():
+            description = " ".join(str((body or {}).get("description") or "(no description)").split())
+            print(
+                textwrap.fill(f"{profile}: {description}", 110, initial_indent="      ", subsequent_indent="        ")
+            )
+    if args.name is None:
+        print("\nmodel families (model.family):")
+        for family in FAMILIES.values():
+            print(f"  {family.name:6s} {family.description}")
     return 0
 
 
 def cmd_validate(args) -> int:
-    name, space, profile = load_space(args.space, args.profile)
+    from sweep.space_loader import load_space_with_notes
+
+    name, space, profile, notes = load_space_with_notes(args.space, args.profile)
     plan = make_plan(name, space, profile)
     print(
-        f"{name}: valid ({len(plan.configs)} configs, {len(plan.removed)} combinations removed by the rules, "
-        f"profiles: {', '.join(space.profiles) or 'none'})"
+        f"{name}: valid ({plural(len(plan.configs), 'config')}, {len(plan.removed)} combinations removed by the "
+        f"rules, profiles: {', '.join(space.profiles) or 'none'})"
     )
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 
 def parse_tolerance(value: float | None) -> float | None:
     """``--tolerance``: one tolerance for every verdict, in each space's metric units; must be positive."""
     if value is not None and not (value > 0 and math.isfinite(value)):
-        raise SweepError(f"--tolerance must be a positive number in the metric's units (e.g. 0.5), got {value}")
+        raise UsageError(f"--tolerance must be a positive number in the metric's units (e.g. 0.5), got {value}")
     return value
 
 
@@ -530,7 +562,7 @@ def cmd_import(args) -> int:
     from sweep.importer import import_file
 
     if is_remote(args.results):
-        raise SweepError(
+        raise UsageError(
             f"sweep import writes to a results folder, not to object storage ({args.results}); import into a "
             f"folder, then copy its files under the prefix (e.g. `aws s3 sync DIR {args.results}`)"
         )
@@ -566,7 +598,7 @@ def cmd_kappa_theory(args) -> int:
     from sweep import theory
 
     if sum(x is not None for x in (args.width, args.head_dim, args.space)) != 1:
-        raise SweepError(
+        raise UsageError(
             "give exactly one of --space SPACE (its own shapes), --width D (fixed total width) or --head-dim d "
             "(fixed head size)"
         )
@@ -574,7 +606,12 @@ def cmd_kappa_theory(args) -> int:
         groups = space_theory_groups(args)
     else:
         if args.tokens is None:
-            raise SweepError("--tokens N is needed with --width or --head-dim (with --space the space gives it)")
+            raise UsageError("--tokens N is needed with --width or --head-dim (with --space the space gives it)")
+        if min(args.tokens, args.width or 1, args.head_dim or 1) < 1:
+            raise UsageError(
+                f"--tokens, --width and --head-dim must be positive whole numbers, got --tokens {args.tokens}"
+                + (f" --width {args.width}" if args.width is not None else f" --head-dim {args.head_dim}")
+            )
         heads = parse_int_list(args.heads, "--heads")
         if args.width is not None:
             shapes = [(h, args.width // h) for h in heads if args.width % h == 0]
@@ -649,7 +686,7 @@ def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int
         configs = [c for c in plan.configs if parametrisation in theory.parametrisations([c.shape.rule])]
         tokens = {num_tokens(ModelSpec(**c.model)) for c in configs}
         if len(tokens) > 1:
-            raise SweepError(f"{label}: its configs see different token counts {sorted(tokens)}; give --tokens")
+            raise UsageError(f"{label}: its configs see different token counts {sorted(tokens)}; give --tokens")
         shapes = [(c.shape.num_heads, c.shape.head_dim) for c in configs]
         groups.append((parametrisation, label, shapes, args.tokens or tokens.pop()))
     return groups
@@ -718,9 +755,9 @@ def cmd_gpu_check(args) -> int:
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by the commands that launch trials (run, rerun)."""
-    parser.add_argument("space", nargs="?", default=DEFAULT_SPACE)
-    parser.add_argument("--profile")
-    parser.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    parser.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
+    parser.add_argument("--profile", help=PROFILE_HELP)
+    parser.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     parser.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     parser.add_argument(
         "--data-workers",
@@ -770,10 +807,10 @@ def add_run_parsers(sub) -> None:
 
 def add_plan_parsers(sub) -> None:
     plan = sub.add_parser("plan", help="list every trial a sweep would launch, and what the rules removed")
-    plan.add_argument("space", nargs="?", default=DEFAULT_SPACE)
-    plan.add_argument("--profile")
-    plan.add_argument("--seeds")
-    plan.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    plan.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
+    plan.add_argument("--profile", help=PROFILE_HELP)
+    plan.add_argument("--seeds", help="a count (3 → seeds 0,1,2) or a list (0,5,9); default: the space's")
+    plan.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     plan.add_argument(
         "--write-configs",
         type=Path,
@@ -782,38 +819,55 @@ def add_plan_parsers(sub) -> None:
     )
     plan.set_defaults(func=cmd_plan)
 
-    spaces = sub.add_parser("spaces", help="the shipped spaces and the question each answers")
+    spaces = sub.add_parser(
+        "spaces", help="the shipped spaces: the question each answers, and what each profile runs and how long"
+    )
+    spaces.add_argument("name", nargs="?", help="one space (a name or a YAML file): also its why:")
     spaces.add_argument("--names", action="store_true", help="print only the spaces' names, one per line")
     spaces.add_argument("--profile", help="with --names: only the spaces that define this profile")
     spaces.set_defaults(func=cmd_spaces)
 
     validate = sub.add_parser("validate", help="check a space (name or file) and all its profiles")
-    validate.add_argument("space")
-    validate.add_argument("--profile")
+    validate.add_argument("space", help="a shipped space name, one in ./search_spaces/, or a path to a YAML file")
+    validate.add_argument("--profile", help="also check that this profile exists (every profile is validated)")
     validate.set_defaults(func=cmd_validate)
 
 
+def analysis_views() -> list[str]:
+    """The analysis views' names, from the header of ``sweep/views.sql`` (its ``-- Views:`` list)."""
+    text = (Path(__file__).parent / "views.sql").read_text()
+    listed = text.split("-- Views:", 1)[1].split("\n\n", 1)[0]
+    names = [name.strip(" .-\n") for name in listed.replace("\n--", " ").split(",")]
+    return [name for name in names if name and name not in ("trials", "epochs", "spaces")]
+
+
 def add_results_parsers(sub) -> None:
-    sql = sub.add_parser("sql", help="read-only DuckDB SQL over the results (tables trials, epochs, kappa)")
-    sql.add_argument("query")
-    sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
-    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    sql = sub.add_parser(
+        "sql",
+        help="read-only DuckDB SQL over the results tables and the analysis views",
+        description="Read-only DuckDB SQL over the results. Tables: trials, epochs, kappa, spaces. Analysis "
+        f"views (sweep/views.sql; docs/analysis.md says what each holds): {', '.join(analysis_views())}.",
+    )
+    sql.add_argument("query", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) FROM trials '
+                     'GROUP BY ALL"')  # fmt: skip
+    sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    imp.add_argument("file", type=Path, help="a CSV or Parquet file of trials rows (docs/schema.md: sweep import)")
+    imp.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help="the results folder to add to")
     imp.set_defaults(func=cmd_import)
 
     doctor = sub.add_parser("doctor", help="check every results file; --fix sets damaged ones aside")
-    doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
     doctor.set_defaults(func=cmd_doctor)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
-    report.add_argument("space")
-    report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    report.add_argument("space", help="the space whose trials to report (a name as recorded in the results)")
+    report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
     report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
     report.set_defaults(func=cmd_report)
@@ -829,8 +883,8 @@ def add_kappa_theory_parser(sub) -> None:
     theory.add_argument("--width", type=int, help="fixed total width D = heads × head_dim (ViT-B: 768)")
     theory.add_argument("--head-dim", type=int, help="fixed head size d; the width grows with heads")
     theory.add_argument("--heads", default="1,2,4,8,12,16,24,32,48,64", help="comma-separated head counts")
-    theory.add_argument("--samples", type=int, default=16)
-    theory.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    theory.add_argument("--samples", type=int, default=16, help="Gaussian draws per shape (default 16)")
+    theory.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     theory.set_defaults(func=cmd_kappa_theory)
 
 
@@ -855,11 +909,30 @@ def main(argv: list[str] | None = None) -> int:
     except SweepError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        first, *rest = str(exc).splitlines() or [""]
+        rest = [line if line.startswith("  ") else "  " + line for line in rest if line.strip()]
+        print("\n".join([f"error: {first}", *rest]), file=sys.stderr)  # what follows the first line, indented
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sweep spaces | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # one line for a person; the traceback is what --debug is for
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        if isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
+            return 2  # a path the user gave
+        print("  (not an error the tool expected: `sweep --debug …` shows where it came from)", file=sys.stderr)
+        return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """``FileNotFoundError: no such file …`` on one line (the first line of a multi-line message)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 if __name__ == "__main__":

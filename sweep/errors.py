@@ -21,11 +21,12 @@ class ConfigIssue:
     rule: str
     value: object
     fix: str
+    note: bool = False  # worth saying, not wrong: the space still runs (an axis value the rules remove)
 
     def __str__(self) -> str:
         value = "" if self.value is _MISSING else f" (got {self.value!r})"
         fix = f"; fix: {self.fix}" if self.fix else ""
-        return f"{self.file}: {self.path or '<top level>'}: {self.rule}{value}{fix}"
+        return f"{'note: ' if self.note else ''}{self.file}: {self.path or '<top level>'}: {self.rule}{value}{fix}"
 
 
 class _Missing:
@@ -43,8 +44,19 @@ class SpaceError(SweepError):
 
     def __init__(self, issues: list[ConfigIssue]):
         self.issues = issues
-        count = f"{len(issues)} problem{'s' if len(issues) != 1 else ''}"
-        super().__init__(f"invalid search space ({count}):\n" + "\n".join(f"  {issue}" for issue in issues))
+        problems, notes = sum(not i.note for i in issues), sum(i.note for i in issues)
+        count = f"{problems} problem{'s' if problems != 1 else ''}" + (
+            f"; {notes} note{'s' if notes != 1 else ''}" if notes else ""
+        )
+        ordered = sorted(issues, key=lambda issue: issue.note)  # the problems first, then the notes
+        super().__init__(f"invalid search space ({count}):\n" + "\n".join(f"  {issue}" for issue in ordered))
+
+
+class UsageError(SweepError):
+    """A command's argument or option that cannot be used as given (``--seeds x``, ``--tolerance -1``, a space
+    with no trials to report); the message says what to give instead."""
+
+    exit_code = 2
 
 
 class UnknownSpaceError(SweepError):

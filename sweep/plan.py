@@ -290,6 +290,8 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "family": config.shape.family,
         "metric": plan.space.metric.name,  # the headline metric: the sink's `score` is the record's value of it
         "metric_mode": plan.space.metric.mode,
+        # the headline metric's chance level on this data set (workers/data: DataSetSpec.chance_score)
+        "chance_score": plan.space.data.chance_score(plan.space.metric.name),
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
         "control": config.control,  # the control arm's label (trials.control); None for the grid's configs

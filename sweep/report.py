@@ -25,7 +25,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from sweep.errors import SweepError
+from sweep.errors import UsageError
 from sweep.metrics import (
     DEFAULT_TOLERANCE,
     METRICS,
@@ -36,9 +36,10 @@ from sweep.metrics import (
 )
 from sweep.report_html import write_html
 from sweep.sql import connect, format_value
+from sweep.text import plural
 from sweep.theory import parametrisations, prediction, theory_rows
 
-VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946"}
+VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,15 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 
 def describe_verdict(row: dict) -> str:
-    """``holds (Δ -0.3, 95% CI -0.8…+0.2)``: Δ in the metric's units, config minus baseline."""
+    """``holds (Δ -0.3, 95% CI -0.8…+0.2)``: Δ in the metric's units, config minus baseline. A single seed is
+    ``inconclusive (single seed; Δ -0.3 leans holds)``: never a verdict."""
     metric = row["metric"]
     if row["is_baseline"]:
         return f"{format_score(row['score_mean'], metric)} (the baseline)"
     delta = format_delta(row["delta"], metric)
-    if row["delta_lo"] is None:
+    if row["evidence"] == "single seed":
+        return f"{row['verdict']} (single seed; Δ {delta} leans {row['point_verdict']})"
+    if row["delta_lo"] is None or row["evidence"] == "baseline at chance":
         return f"{row['verdict']} (Δ {delta}, {row['evidence']})"
     interval = f"{format_delta(row['delta_lo'], metric)}…{format_delta(row['delta_hi'], metric)}"
     return f"{row['verdict']} (Δ {delta}, 95% CI {interval})"
@@ -110,18 +114,21 @@ def edge_sentence(label: str, axis: str, held, broke, tried: list, rows: list[di
 
     The edge holds contiguously from the largest value tried (the baseline's side) down to ``held``;
     below it the first break is named, or else each remaining value with its own verdict, so a value
-    that holds below an inconclusive one is not hidden."""
-    top = max(rows, key=lambda r: r[axis]) if rows else None
+    that holds below an inconclusive one is not hidden. The baseline's own point is the reference: it is
+    listed, never counted as a hold."""
+    judged = [r for r in rows if not r["is_baseline"]]
+    top = max(judged, key=lambda r: r[axis]) if judged else None
+    tried = [r[axis] for r in judged] or tried
     if held is None and top is not None and top["verdict"] == "breaks":
         conclusion = f"breaks already at {axis} {top[axis]}"
     elif held is None:
-        conclusion = f"no edge: {axis} {top[axis]} is {top['verdict']}" if top else f"no {axis} tried"
+        conclusion = f"no edge: {axis} {top[axis]} is {top['verdict']}" if top else "only the baseline was tried"
     elif held == min(tried):
         conclusion = f"holds down to {axis} {held}, the smallest tried: nothing broke in this range"
     else:
         conclusion = f"holds down to {axis} {held}"
     cutoff = held if held is not None else (top[axis] if top else None)
-    below = sorted((r for r in rows if cutoff is not None and r[axis] < cutoff), key=lambda r: -r[axis])
+    below = sorted((r for r in judged if cutoff is not None and r[axis] < cutoff), key=lambda r: -r[axis])
     if broke is not None and not (held is None and top is not None and broke == top[axis]):
         conclusion += f"; breaks at {axis} {broke}"
     elif below:
@@ -144,7 +151,7 @@ def depth_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
                 == (edge["family"], edge["num_heads"], edge["head_dim"], edge["embed_dim"], edge["mlp_dim"])
                 and v.get("num_kv_heads") == edge.get("num_kv_heads")
                 and v["depth"] <= v["baseline_depth"]]  # fmt: skip
-        label = f"{family_prefix(edge, edges)}{edge['num_heads']} heads of {edge['head_dim']}{kv_words(edge)}"
+        label = f"{family_prefix(edge, edges)}{heads_words(edge['num_heads'])} of {edge['head_dim']}{kv_words(edge)}"
         sentences.append(
             edge_sentence(
                 label, "depth", edge["holds_down_to_depth"], edge["breaks_at_depth"], edge["depths_tried"], rows
@@ -176,9 +183,12 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
     return sentences
 
 
+def heads_words(count: int) -> str:
+    return plural(count, "head")
+
+
 def shape_words(row: dict) -> str:
-    blocks = "block" if row["depth"] == 1 else "blocks"
-    return f"{row['depth']} {blocks} × {row['num_heads']} heads of {row['head_dim']}{kv_words(row)}"
+    return f"{plural(row['depth'], 'block')} × {heads_words(row['num_heads'])} of {row['head_dim']}{kv_words(row)}"
 
 
 def is_grouped(row: dict) -> bool:
@@ -210,24 +220,36 @@ def with_kv(columns: list[str], rows: list[dict], extra: tuple[str, ...] = ()) -
     return [*columns[:at], "num_kv_heads", *columns[at:], *extra]
 
 
-def answer_paragraph(headline: Headline, verdicts: list[dict], space: str, profile: str | None = None) -> str:
+def answer_paragraph(
+    headline: Headline,
+    verdicts: list[dict],
+    space: str,
+    profile: str | None = None,
+    unlearned: list[dict] | None = None,
+) -> str:
     """The report's first paragraph, one a reader can quote: how many configs hold and break with
-    confidence, the leanest config that holds and the depths at which every config breaks, each with its
-    Δ and 95% interval, and what is still open."""
+    confidence (exactly ``vs_baseline``'s holds and breaks: significant, never the baseline, never a single
+    seed), the leanest config that holds and the depths at which every config breaks, each with its Δ and
+    95% interval; a baseline or config at chance and a seed that failed to learn while its siblings did
+    (``unlearned``: rows of ``unlearned_seeds``); what is still open and the rerun the adaptive rule
+    expects to settle it."""
     if not verdicts:
         return (
             "No verdicts: the results hold no baseline row for this space, so nothing can be judged against it. "
             "Run the baseline config, or mark its rows with `is_baseline` when importing.\n"
         )
     judged = [v for v in verdicts if not v["is_baseline"]]
-    holds = [v for v in judged if v["significant"] and v["verdict"] == "holds"]
-    breaks = [v for v in judged if v["significant"] and v["verdict"] == "breaks"]
-    open_ = len(judged) - len(holds) - len(breaks)
+    holds = [v for v in judged if v["verdict"] == "holds"]
+    breaks = [v for v in judged if v["verdict"] == "breaks"]
+    open_ = [v for v in judged if v["verdict"] == "inconclusive"]
+    single = sum(v["evidence"] == "single seed" for v in open_)
+    on_one = f" ({single} of them on a single seed, which is never a verdict)" if single else ""
     sentences = [
-        f"Of {len(judged)} configs judged against the baseline on {headline.label} (tolerance {headline.tolerance} "
-        f"{headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; {open_} "
-        f"{'is' if open_ == 1 else 'are'} open."
+        f"Of {plural(len(judged), 'config')} judged against the baseline on {headline.label} (tolerance "
+        f"{headline.tolerance} {headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; "
+        f"{len(open_)} {'is' if len(open_) == 1 else 'are'} open{on_one}."
     ]
+    sentences += chance_sentences(verdicts, unlearned or [], headline)
     if holds:
         lean = min(holds, key=lambda v: (v["params"] or 0, v["depth"]))
         change = lean["delta_params_pct"] or 0.0
@@ -243,15 +265,71 @@ def answer_paragraph(headline: Headline, verdicts: list[dict], space: str, profi
                 f" to {format_delta(deltas[-1], headline.name)}" if len(deltas) > 1 else ""
             )
             sentences.append(
-                f"Every config with {depth} block{'s' if depth > 1 else ''} breaks, whatever its heads "
+                f"Every config with {plural(depth, 'block')} breaks, whatever its heads "
                 f"({len(at_depth)} tried; Δ {span})."
             )
-    if open_:
-        sentences.append(
-            f"More seeds where verdicts are open: `make rerun SPACE={space}"
-            f"{f' PROFILE={profile}' if profile else ''} SELECT=inconclusive BUDGET={2 * open_}`."
-        )
+    sentences += rerun_sentences(verdicts, space, profile)
     return " ".join(sentences) + "\n"
+
+
+def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Headline) -> list[str]:
+    """What did not learn: a baseline at chance (no verdict rests on it), configs at chance, and seeds at
+    chance whose siblings learned (``vs_baseline.at_chance`` and friends, ``unlearned_seeds``)."""
+    name, sentences = headline.name, []
+    for base in (v for v in verdicts if v["is_baseline"] and v.get("at_chance")):
+        sentences.append(
+            f"The baseline ({shape_words(base)}) did not learn: {format_score(base['score_mean'], name)} against a "
+            f"chance level of {format_score(base['chance_score'], name)}, so no verdict rests on it and every config "
+            "of its family stays open, whatever its score; more seeds will not change that (a longer training "
+            "budget, or a profile whose baseline learns, will)."
+        )
+    stuck = [v for v in verdicts if not v["is_baseline"] and v.get("at_chance") and not v.get("baseline_at_chance")]
+    if stuck:
+        shown = ", ".join(f"{shape_words(v)} ({format_score(v['score_mean'], name)})" for v in stuck)
+        sentences.append(
+            f"At chance (chance {format_score(stuck[0]['chance_score'], name)}: {plural(len(stuck), 'config')} "
+            f"learned nothing at this budget): {shown}."
+        )
+    if unlearned:
+        shown = "; ".join(
+            f"{shape_words(u)}{' (the baseline)' if u['is_baseline'] else ''}, seed {u['seed']} at "
+            f"{format_score(u['score'], name)} while {plural(u['siblings_learned'], 'sibling')} reached "
+            f"{format_score(u['siblings_mean'], name)}"
+            for u in unlearned
+        )
+        sentences.append(
+            f"{'A seed' if len(unlearned) == 1 else f'{len(unlearned)} seeds'} failed to learn while "
+            f"{'its siblings' if len(unlearned) == 1 else 'their siblings'} did: {shown}. Each stays in its "
+            "config's mean and widens its interval: a shape that learns only on some seeds is part of the answer "
+            '(`sweep sql "FROM unlearned_seeds"`).'
+        )
+    return sentences
+
+
+def rerun_sentences(verdicts: list[dict], space: str, profile: str | None) -> list[str]:
+    """The rerun that settles what is open: the budget the adaptive rule (``sweep/adaptive.py``) is expected
+    to need, and which open verdicts it does not expect to settle."""
+    from sweep.adaptive import MAX_EXPECTED_SEEDS, expected_budget
+
+    expected = expected_budget(verdicts)
+    if not expected.open:
+        return []
+    command = f"`make rerun SPACE={space}{f' PROFILE={profile}' if profile else ''} SELECT=inconclusive"
+    if not expected.settles:
+        return [
+            f"No open verdict is expected to settle within {MAX_EXPECTED_SEEDS} seeds a config: each Δ sits on the "
+            "tolerance bound, at its present spread."
+        ]
+    text = (
+        f"More seeds where verdicts are open: {command} BUDGET={expected.trials}` is expected to settle "
+        f"{expected.settles} of {expected.open} (the adaptive rule run on today's means and spreads)"
+    )
+    if expected.unsettled:
+        text += (
+            f"; {len(expected.unsettled)} would need more than {MAX_EXPECTED_SEEDS} seeds each, their Δ "
+            "that close to the tolerance bound"
+        )
+    return [text + "."]
 
 
 # --- pictures ---------------------------------------------------------------------------------------------
@@ -345,7 +423,8 @@ def annotate_cell(ax, x: int, y: int, cell: dict, limit: float, headline: Headli
     ax.add_patch(outline)
     marker = "★ " if cell["is_baseline"] else ""
     colour = "white" if abs(cell["delta"]) > 0.6 * limit else "black"  # legible on dark cells
-    text = f"{marker}{format_delta(cell['delta'], headline.name)}\n{verdict}\nn={cell['n_seeds']}"
+    words = f"leans {cell['point_verdict']}" if cell["evidence"] == "single seed" else verdict
+    text = f"{marker}{format_delta(cell['delta'], headline.name)}\n{words}\nn={cell['n_seeds']}"
     ax.text(x, y, text, ha="center", va="center", fontsize=7, color=colour)
 
 
@@ -493,6 +572,7 @@ class ReportData:
     kappa_metric: list[dict]
     infeasible: list[dict]
     mlp_control: list[dict] = field(default_factory=list)  # FROM mlp_control: the trade against the control arms
+    unlearned: list[dict] = field(default_factory=list)  # FROM unlearned_seeds: seeds at chance whose siblings learned
 
 
 def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
@@ -517,6 +597,7 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
         infeasible=query(con, "FROM infeasible WHERE space = ?", space),
         mlp_control=query(con, f"FROM mlp_control {on_metric}", *key),
+        unlearned=query(con, f"FROM unlearned_seeds {on_metric}", *key),
     )
 
 
@@ -528,7 +609,7 @@ def write_report(
     con = connect(results_dir, tolerance=tolerance)
     trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
     if trials == 0:
-        raise SweepError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
+        raise UsageError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
     headline = find_headline(con, space)
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -543,7 +624,7 @@ def write_report(
     extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
-    answer = answer_paragraph(headline, data.verdicts, space, data.profile)  # the same words as index.md's
+    answer = answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)  # as index.md's
     write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
 
@@ -663,7 +744,7 @@ def control_words(row: dict, name: str) -> str:
     return (
         f"the {row['control']} control ({row['control_depth']} blocks × {row['control_num_heads']} heads of "
         f"{row['control_head_dim']}, MLP {row['control_mlp_dim']}; {row['control_params']:,} params; "
-        f"{format_score(row['control_score'], name)} over {row['control_n_seeds']} seed(s))"
+        f"{format_score(row['control_score'], name)} over {plural(row['control_n_seeds'], 'seed')})"
     )
 
 
@@ -815,21 +896,21 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
 
 def answer_section(space: str, headline: Headline, data: ReportData) -> list[str]:
     """The answer in words, how it was judged, the baseline, and the count of each verdict."""
-    parts = ["## The answer\n", answer_paragraph(headline, data.verdicts, space, data.profile)]
+    parts = ["## The answer\n", answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)]
     parts.append(verdict_rule(headline, data.trials))
     baseline = next((c for c in data.configs if c["is_baseline"]), None)
     if baseline:
         parts.append(
-            f"Baseline: depth {baseline['depth']} × {baseline['num_heads']} heads of {baseline['head_dim']}"
-            f"{kv_words(baseline)}, "
-            f"{baseline['params']:,} parameters, {headline.label} "
-            f"{format_score(baseline['score_mean'], headline.name)} over {baseline['n_seeds']} seed(s).\n"
+            f"Baseline: {shape_words(baseline)}, {baseline['params']:,} parameters, {headline.label} "
+            f"{format_score(baseline['score_mean'], headline.name)} over {plural(baseline['n_seeds'], 'seed')}.\n"
         )
-    counts = {v: sum(r["verdict"] == v for r in data.verdicts) for v in ("holds", "breaks", "inconclusive")}
-    single = sum(r["evidence"] == "single seed" for r in data.verdicts)
+    judged = [r for r in data.verdicts if not r["is_baseline"]]  # the baseline is the reference, not a verdict
+    counts = {v: sum(r["verdict"] == v for r in judged) for v in ("holds", "breaks", "inconclusive")}
+    single = sum(r["evidence"] == "single seed" for r in judged)
     parts.append(
-        f"Verdicts: {counts['holds']} hold, {counts['breaks']} break, {counts['inconclusive']} "
-        f"inconclusive{f'; {single} rest on a single seed (not significant)' if single else ''}.\n"
+        f"Verdicts of the {plural(len(judged), 'config')} besides the baseline: {counts['holds']} hold, "
+        f"{counts['breaks']} break, {counts['inconclusive']} inconclusive"
+        f"{f' ({single} of them on a single seed)' if single else ''}.\n"
     )
     return parts
 
@@ -909,7 +990,8 @@ def budget_paragraph(ways: list[dict], pairs: list[dict], headline: Headline, sp
 def way_words(way: dict, name: str) -> str:
     """``deeper (4 blocks × 4 heads of 12, d_model 48, 114,778 params, -1.5%): 80.1% (95% CI 77.0%…83.2%, 5 seeds)``"""
     interval = (
-        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, {way['n_seeds']} seeds"
+        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, "
+        f"{plural(way['n_seeds'], 'seed')}"
         if way["score_lo"] is not None
         else "one seed"
     )

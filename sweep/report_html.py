@@ -24,6 +24,7 @@ from plotly.colors import diverging
 from plotly.subplots import make_subplots
 
 from sweep.metrics import direction_words, format_delta, format_score
+from sweep.text import plural
 
 # ``headline`` below is a sweep.report.Headline and ``data`` a sweep.report.ReportData; not imported, as
 # sweep.report imports this module (tests/test_codebase.py forbids cycles, lazy or typing-only ones too).
@@ -112,19 +113,21 @@ def kv_words(row: dict) -> str:
 def heatmap_cell(row: dict, headline) -> tuple[str, str]:
     """A cell's text (Δ and verdict) and its hover (shape, Δ, 95% interval, verdict, evidence, seeds)."""
     name = headline.name
-    shape = f"depth {row['depth']} × {row['num_heads']} heads of {row['head_dim']}{kv_words(row)} ({row['family']})"
+    heads = plural(row["num_heads"], "head")
+    shape = f"depth {row['depth']} × {heads} of {row['head_dim']}{kv_words(row)} ({row['family']})"
     delta = format_delta(row["delta"], name)
     if row["is_baseline"]:
         score = format_score(row["score_mean"], name)
-        return f"★ {delta}<br>baseline", f"{shape}<br>the baseline: {score} over {row['n_seeds']} seed(s)"
+        return f"★ {delta}<br>baseline", f"{shape}<br>the baseline: {score} over {plural(row['n_seeds'], 'seed')}"
     interval = "no interval (one seed on a side)"
     if row["delta_lo"] is not None:
         interval = f"95% CI {format_delta(row['delta_lo'], name)}…{format_delta(row['delta_hi'], name)}"
     hover = (
         f"{shape}<br>Δ{name} {delta} {headline.unit}, {interval}<br>verdict: <b>{row['verdict']}</b> "
-        f"({row['evidence']})<br>{row['n_seeds']} seed(s); score {format_score(row['score_mean'], name)}"
+        f"({row['evidence']})<br>{plural(row['n_seeds'], 'seed')}; score {format_score(row['score_mean'], name)}"
     )
-    return f"{delta}<br>{row['verdict']}", hover
+    words = f"1 seed: leans {row['point_verdict']}" if row["evidence"] == "single seed" else row["verdict"]
+    return f"{delta}<br>{words}", hover
 
 
 def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:
@@ -195,8 +198,8 @@ def point_hover(config: dict, headline) -> str:
         f"{title} {config[key]:.4g}" for key, title in PARETO_COSTS if config.get(key) is not None
     )  # fmt: skip
     return (
-        f"depth {config['depth']} × {config['num_heads']} heads of {config['head_dim']}{kv_words(config)}<br>"
-        f"{headline.name} {format_score(config['score_mean'], headline.name)}{se} ({config['n_seeds']} seed(s))"
+        f"depth {config['depth']} × {plural(config['num_heads'], 'head')} of {config['head_dim']}{kv_words(config)}<br>"
+        f"{headline.name} {format_score(config['score_mean'], headline.name)}{se} ({plural(config['n_seeds'], 'seed')})"
         f"<br>{costs}"
     )
 

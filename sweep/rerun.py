@@ -165,10 +165,12 @@ def select_configs(plan: Plan, results_dir: Path, how: str, top_k: int | None = 
     )
 
 
-def describe(missing: list[Missing], total: int) -> str:
+def describe(missing: list[Missing], total: int, dry_run: bool = False) -> str:
+    """What is missing, one line per config; ``dry_run``: said as what a run would start, not as running."""
     if not missing:
         return f"nothing missing: all {total} (config, seed) pairs are recorded"
-    lines = [f"{len(missing)} of {total} (config, seed) pairs missing; running them:"]
+    doing = "a run would start them (--dry-run: nothing runs):" if dry_run else "running them:"
+    lines = [f"{len(missing)} of {total} (config, seed) pairs missing; {doing}"]
     by_config: dict[str, list[int]] = {}
     for item in missing:
         by_config.setdefault(item.config.config_id, []).append(item.seed)
@@ -177,8 +179,10 @@ def describe(missing: list[Missing], total: int) -> str:
     for config_id, seeds in by_config.items():
         shape = configs[config_id].shape
         family = f"{shape.family:<16}" if several else ""
+        heads = "head " if shape.num_heads == 1 else "heads"
         lines.append(
-            f"  {config_id}  {family}depth {shape.depth:>2} × {shape.num_heads:>3} heads of {shape.head_dim:<3} "
+            f"  {config_id}  {family}depth {shape.depth:>2} × {shape.num_heads:>3} {heads} "
+            f"of {shape.head_dim:<3} "
             f"mlp {shape.mlp_dim:<5} seeds {seeds}"
         )
     return "\n".join(lines)

@@ -59,6 +59,10 @@ TRIALS = pa.schema([
     ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (sweep/metrics.py)
     ("metric_mode", pa.string()),  # max (higher is better) | min
     ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
+    # the headline metric's value for a model that learned nothing on this data set, in the same units
+    # (uniform guessing: 100 / classes percent, ln(classes) nats; MQAR: the in-context guess, 100 / pairs);
+    # NULL where the metric has no single chance level (glue_avg) or for rows written before it was recorded
+    ("chance_score", pa.float64()),
     ("top1", pa.float64()),  # percent, held-out
     ("top5", pa.float64()),  # percent
     ("accuracy", pa.float64()),  # percent, held-out: sequence classification, or next tokens (language models)

@@ -34,6 +34,7 @@ DRIVER_COLUMNS = frozenset({
     "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",
     "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "head_dim_rule", "metric", "metric_mode",
     "score", "budget_way", "budget_target_params", "restarts", "node_id", "git_sha", "trial_config", "control",
+    "chance_score",
 })  # fmt: skip
 # Every other trials column is taken from the worker's record (sweep/schema.py is the one list of columns).
 RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
@@ -158,6 +159,7 @@ class TrialRows:
             "restarts": restarts,
             "metric": self.metric,
             "metric_mode": self.metric_mode,
+            "chance_score": p.get("chance_score"),  # payloads from before chance levels: unknown
         }
         if record:
             warn_unknown_keys(record)

@@ -8,6 +8,7 @@ shapes a space enumerates) in ``sweep/validation.py``. Nothing runs when a space
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.resources
 import os
 from pathlib import Path
@@ -140,7 +141,7 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
     file, names = display_path(path), raw["extends"]
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        rule, fix = "must be a recipe's name or a list of them", f"e.g. extends: deit_imagenet ({RECIPES}/*.yaml)"
+        rule, fix = "must be a recipe's or a space's name, or a list of them", "e.g. extends: local_digits"
         raise SpaceError([ConfigIssue(file, "extends", rule, raw["extends"], fix)])
     merged: dict = {}
     for name in names:
@@ -153,14 +154,22 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
 
 
 def find_recipe(name: str, path: Path, file: str) -> Path:
+    """A recipe by name (``recipes/NAME.yaml`` beside the file, else under a spaces folder), else a whole
+    space a user may start from (a shipped one, or one of ``./search_spaces/``): "local_digits with other axes"
+    is ``extends: local_digits`` and the axes."""
     beside = path.parent if path.parent.name == RECIPES else path.parent / RECIPES  # a recipe's siblings
     folders = dict.fromkeys([beside, *(folder / RECIPES for folder in spaces_dirs())])
     for folder in folders:
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"
+    spaces = shipped_spaces()
+    if name in spaces:
+        return spaces[name]
     known = sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")})
-    fix = did_you_mean(name, known) + f"recipes: {', '.join(known) or 'none'} (in {RECIPES}/ beside the spaces)"
-    raise SpaceError([ConfigIssue(file, "extends", "must name a recipe that exists", name, fix)])
+    fix = did_you_mean(name, [*known, *spaces]) + (
+        f"recipes: {', '.join(known) or 'none'} (in {RECIPES}/ beside the spaces), or any space `sweep spaces` lists"
+    )
+    raise SpaceError([ConfigIssue(file, "extends", "must name a recipe or a space that exists", name, fix)])
 
 
 def load_space(name_or_path: str, profile: str | None = None) -> tuple[str, Space, str | None]:
@@ -169,6 +178,15 @@ def load_space(name_or_path: str, profile: str | None = None) -> tuple[str, Spac
 
     ``profile`` None picks the file's ``default_profile`` (or none).
     """
+    name, space, chosen, _ = load_space_with_notes(name_or_path, profile)
+    return name, space, chosen
+
+
+def load_space_with_notes(
+    name_or_path: str, profile: str | None = None
+) -> tuple[str, Space, str | None, list[ConfigIssue]]:
+    """:func:`load_space`, and the notes of a valid space (``ConfigIssue.note``: axis values the rules
+    remove). An invalid space raises :class:`SpaceError` with its problems and its notes together."""
     path = find_space(name_or_path)
     raw = with_recipes(read_yaml(path), path)
     file = display_path(path)
@@ -188,9 +206,9 @@ def load_space(name_or_path: str, profile: str | None = None) -> tuple[str, Spac
     chosen = profile if profile is not None else (base.default_profile if base else None)
     if chosen is not None and chosen not in profiles:
         issues.append(unknown_profile_issue(file, "--profile", chosen, profiles))
-    if issues:
+    if any(not issue.note for issue in issues):
         raise SpaceError(issues)
-    return path.stem, (variants[chosen] if chosen else base), chosen
+    return path.stem, (variants[chosen] if chosen else base), chosen, issues
 
 
 def strip_description(override: dict) -> dict:
@@ -210,11 +228,35 @@ def validate_variant(
     try:
         space = Space.model_validate(raw)
     except ValidationError as exc:
-        return [pydantic_issue(error, file, prefix, override) for error in exc.errors()], None
+        issues = [pydantic_issue(error, file, prefix, override) for error in exc.errors()]
+        return issues + rules_without(raw, exc, file, prefix, override), None
     return [
-        ConfigIssue(file, profile_path(issue.path, prefix, override), issue.rule, issue.value, issue.fix)
+        dataclasses.replace(issue, path=profile_path(issue.path, prefix, override))
         for issue in space_issues(space, file)
     ], space
+
+
+# The keys the cross-field rules read to judge the others: with one of them rejected, they are not run.
+RULES_READ = frozenset({"model", "axes", "baseline", "data", "head_dim_rule", "budget", "controls"})
+
+
+def rules_without(raw: dict, exc: ValidationError, file: str, prefix: str, override: dict | None) -> list[ConfigIssue]:
+    """The cross-field problems of the rest of a file whose structure failed: its keys that pydantic rejected
+    left out (each is reported already), so one run reports a wrong metric mode beside a misspelt key.
+    Nothing when the rest cannot stand alone (a required key was among the rejected)."""
+    rejected = {error["loc"][0] for error in exc.errors() if error["loc"]}
+    if rejected & RULES_READ:
+        return []  # the rules would judge the rest against defaults, not against what the file meant
+    try:
+        rest = Space.model_validate({k: v for k, v in raw.items() if k not in rejected})
+        found = space_issues(rest, file)
+    except Exception:  # what remains does not validate alone: its own report is enough
+        return []
+    return [
+        dataclasses.replace(issue, path=profile_path(issue.path, prefix, override))
+        for issue in found
+        if issue.path.split(".")[0].split("[")[0] not in rejected
+    ]
 
 
 def profile_path(path: str, prefix: str, override: dict | None) -> str:

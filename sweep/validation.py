@@ -57,12 +57,16 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
         *search_issues(space, file),
         *resource_and_seed_issues(space, file),
     ]
-    if not issues:
-        issues += shape_issues(space, file)
-    if not issues:
-        issues += budget_issues(space, file)
-        issues += control_issues(space, file)
-    return issues
+    if any(issue.path.startswith(("model.family", "axes.family")) for issue in issues):
+        return issues  # the shapes below need families that exist
+    try:
+        shaped = shape_issues(space, file)
+    except FileNotFoundError as exc:  # sizing the models reads a file the space names (a tokenizer) that is not there
+        shaped = [ConfigIssue(file, "data", str(exc), MISSING, "")]
+    if not issues and not any(not issue.note for issue in shaped):
+        shaped += budget_issues(space, file)
+        shaped += control_issues(space, file)
+    return issues + shaped
 
 
 def axis_value_issues(space: Space, file: str) -> list[ConfigIssue]:
@@ -298,6 +302,7 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
                 f"relax them (removed for: {', '.join(reasons)})",
             )
         ]
+    issues = removed_value_issues(space, shapes, removed, file)
     for family in space.families():
         if resolve_baseline(space, shapes, family) is None:
             why = next(
@@ -306,15 +311,49 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
             )
             where = f" of family {family}" if len(space.families()) > 1 else ""
             return [
+                *issues,
                 ConfigIssue(
                     file,
                     "baseline",
                     f"the baseline is not among the space's configurations{where} ({why})",
                     dict(space.baseline),
                     "change the baseline or widen the axes to include it",
-                )
+                ),
             ]
-    return []
+    return issues
+
+
+# Axes whose values a shape carries, by the Shape attribute that holds them.
+SHAPE_AXES = {"depth": "depth", "num_heads": "num_heads", "embed_dim": "embed_dim", "mlp_dim": "mlp_dim",
+              "num_kv_heads": "kv_heads", "head_dim": "head_dim"}  # fmt: skip
+
+
+def removed_value_issues(space: Space, shapes: list, removed: list, file: str) -> list[ConfigIssue]:
+    """Notes: an axis value asked for that no configuration keeps, every combination with it removed by the
+    rules or constraints (``num_heads: 3`` at d_model 64), named with the first reason, so the value is not
+    dropped in silence. A note, not a problem: the other values still make a space that runs."""
+    issues = []
+    for axis, attribute in SHAPE_AXES.items():
+        given = getattr(space.axes, axis)
+        if given is None or (axis == "head_dim" and "fixed_head_dim" not in space.head_dim_rule):
+            continue
+        kept = {getattr(shape, attribute) for shape in shapes}
+        for value in space.axes.values(axis):
+            if value in kept:
+                continue
+            why = next((r.reason for r in removed if r.combination.get(axis) == value), "no rule keeps it")
+            path = f"axes.{axis}[{given.index(value)}]" if isinstance(given, list) else f"axes.{axis}"
+            issues.append(
+                ConfigIssue(
+                    file,
+                    path,
+                    f"every configuration with {axis}={value} is removed by the rules ({why})",
+                    value,
+                    f"remove {value} from axes.{axis}, or change what removes it",
+                    note=True,
+                )
+            )
+    return issues
 
 
 def budget_issues(space: Space, file: str) -> list[ConfigIssue]:

@@ -14,8 +14,8 @@
 -- or call the table macro directly: FROM vs_baseline_at(0.3).
 -- The same tolerance judges matched_budget (FROM matched_budget_at(0.3)).
 --
--- Views: trials, epochs, spaces, space_settings, configs, variance_check, spread_check, vs_baseline,
--- depth_edge, head_dim_edge, pareto, matched_budget, kappa_vs_heads, kappa_accuracy, infeasible, budget_ways,
+-- Views: trials, epochs, spaces, space_settings, configs, unlearned_seeds, variance_check, spread_check,
+-- vs_baseline, depth_edge, head_dim_edge, pareto, matched_budget, kappa_vs_heads, kappa_accuracy, infeasible, budget_ways,
 -- budget_pairs, conditioning_effect, conditioning_vs_heads, mlp_control.
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
@@ -30,7 +30,8 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 -- its score is its top1. A row from before grouped-query attention and conditioning interventions has
 -- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built); one from
 -- before budget blocks (or outside one) has budget_way and budget_target_params NULL, and one from before
--- control arms has control NULL (not a control), as every grid config's row. A version-1 epochs row's
+-- control arms has control NULL (not a control), as every grid config's row; one from before chance levels were
+-- recorded has chance_score NULL (nothing is flagged as at chance). A version-1 epochs row's
 -- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
 -- metric_mode and tolerance. The empty, typed selects
 -- supply the columns that a folder holding only version-1 files lacks.
@@ -48,7 +49,7 @@ FROM (
            NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
            NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
            NULL::DOUBLE AS token_latency_ms, NULL::VARCHAR AS budget_way, NULL::BIGINT AS budget_target_params,
-           NULL::VARCHAR AS control
+           NULL::VARCHAR AS control, NULL::DOUBLE AS chance_score
     WHERE false
 );
 
@@ -177,6 +178,21 @@ CREATE OR REPLACE MACRO mix32(x) AS
     xor(mix32_step(mix32_step(x::UBIGINT, 16, 2146121005::UBIGINT), 15, 2221713035::UBIGINT),
         mix32_step(mix32_step(x::UBIGINT, 16, 2146121005::UBIGINT), 15, 2221713035::UBIGINT) >> 16);
 
+-- learned_share(score, chance, mode): how far a score got from chance toward a perfect score, 0 at chance and
+-- 1 at perfect: (score − chance) / (100 − chance) for a max metric (every max headline metric is in percent
+-- or points: top1, accuracy, glue_avg), (chance − score) / chance for a min one (a loss of 0 is perfect).
+-- chance is trials.chance_score, the data set's level for that metric (workers/data: chance_score; 10% on
+-- 10 classes, ln(classes) nats, 50% for MQAR with 2 pairs). NULL when either is unknown.
+-- at_chance(score, chance, mode): TRUE when the score got less than 15% of that way: the model learned
+-- nothing usable. (MQAR with 2 pairs: below 57.5% where a model with the recall circuit reaches 99%; digits
+-- at 10 classes: below 23.5%.) NULL when the chance level is unknown: nothing is flagged then.
+CREATE OR REPLACE MACRO learned_share(score, chance, mode) AS CASE
+    WHEN score IS NULL OR chance IS NULL THEN NULL
+    WHEN mode = 'min' THEN CASE WHEN chance > 0 THEN (chance - score) / chance END
+    ELSE CASE WHEN chance < 100 THEN (score - chance) / (100 - chance) END
+END;
+CREATE OR REPLACE MACRO at_chance(score, chance, mode) AS learned_share(score, chance, mode) < 0.15;
+
 -- space_settings: the latest recorded settings of each space: its headline metric and direction, the
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that
 -- tolerance was set for (a tolerance in points of top-1 must not judge a loss), and its question.
@@ -195,6 +211,10 @@ FROM spaces GROUP BY space;
 -- A seed that finished more than once (the same config and seed run again, e.g. with --fresh) counts once,
 -- by its latest row (finished_at, then trial_id), so n_seeds and every mean and sd describe the same seeds;
 -- rows that did not finish are all counted in n_failed.
+-- chance_score: the data set's chance level for the metric (trials.chance_score); at_chance: the mean score
+-- is at chance (at_chance above: the config did not learn); n_at_chance: finished seeds each at chance;
+-- n_unlearned: seeds at chance while another seed of the same config learned (0 when none learned): seeds
+-- that failed where their siblings did not, each listed in unlearned_seeds.
 CREATE OR REPLACE VIEW configs AS
 WITH one_row_per_seed AS (
     SELECT * FROM trials WHERE status = 'ok'
@@ -226,6 +246,13 @@ SELECT
     count(DISTINCT seed) FILTER (WHERE status = 'ok') AS n_seeds,
     count(*) FILTER (WHERE status <> 'ok') AS n_failed,
     avg(score) FILTER (WHERE status = 'ok') AS score_mean,
+    max(chance_score) AS chance_score,
+    coalesce(at_chance(avg(score) FILTER (WHERE status = 'ok'), max(chance_score), any_value(metric_mode)), false)
+        AS at_chance,
+    count(*) FILTER (WHERE status = 'ok' AND at_chance(score, chance_score, metric_mode)) AS n_at_chance,
+    CASE WHEN count(*) FILTER (WHERE status = 'ok' AND NOT at_chance(score, chance_score, metric_mode)) > 0
+         THEN count(*) FILTER (WHERE status = 'ok' AND at_chance(score, chance_score, metric_mode)) ELSE 0
+    END AS n_unlearned,
     stddev_samp(score) FILTER (WHERE status = 'ok') AS score_sd,
     stddev_samp(score) FILTER (WHERE status = 'ok')
         / sqrt(count(score) FILTER (WHERE status = 'ok')) AS score_se,
@@ -248,6 +275,32 @@ SELECT
     avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
 FROM one_row_per_seed
 GROUP BY space, config_id, metric;
+
+-- unlearned_seeds: a seed that failed to learn while its siblings did. One row per finished seed (its latest
+-- row, as in configs) whose score is at chance (at_chance above) in a config where at least one other
+-- seed is not: the config CAN learn at this budget, and this seed did not (an optimisation failure, not
+-- the shape's limit). Such a seed stays in every mean and interval (dropping it would hide the failure
+-- rate); it widens its config's interval, and the report names it. Columns: the config's shape, seed,
+-- trial_id, score, chance_score, siblings_learned (seeds of the config that learned) and siblings_mean
+-- (their mean score).
+CREATE OR REPLACE VIEW unlearned_seeds AS
+WITH seeds AS (
+    SELECT *, coalesce(at_chance(score, chance_score, metric_mode), false) AS stuck
+    FROM trials WHERE status = 'ok'
+    QUALIFY row_number() OVER (
+        PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
+    ) = 1
+),
+learned AS (
+    SELECT space, config_id, metric, count(*) AS siblings_learned, avg(score) AS siblings_mean
+    FROM seeds WHERE NOT stuck GROUP BY ALL
+)
+SELECT s.space, s.metric, s.metric_mode, s.family, s.config_id, s.is_baseline, s.depth, s.num_heads, s.head_dim,
+       s.embed_dim, s.mlp_dim, s.num_kv_heads, s.conditioning, s.seed, s.trial_id, s.score, s.chance_score,
+       l.siblings_learned, l.siblings_mean
+FROM seeds s JOIN learned l USING (space, config_id, metric)
+WHERE s.stuck
+ORDER BY s.space, s.family, s.depth, s.num_heads, s.head_dim, s.seed;
 
 -- variance_check: may the configs of a space (per headline metric and model family) share one residual
 -- variance? The pooled method below assumes they do; this view checks it in the data.
@@ -365,9 +418,11 @@ LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM spa
 --                  seed's pooled interval is shown, never used: see below)
 --   method: which one gave the verdict, in this order:
 --     'none'        a side has no finished seed: inconclusive
---     'baseline'    the baseline itself: holds, by definition
---     'single seed' one seed on either side: no interval; the verdict is delta against ∓tolerance alone,
---                   never significant (even where a pooled interval exists)
+--     'baseline'    the baseline itself: the reference, never a verdict of its own (verdict 'baseline')
+--     'baseline at chance'  the baseline's mean score is at chance (configs.at_chance): it did not learn, so
+--                   nothing can be judged against it: inconclusive, never significant
+--     'single seed' one seed on either side: no interval: inconclusive, never significant (even where a
+--                   pooled interval exists); point_verdict says which way delta leans against ∓tolerance
 --     'pooled'      fewer than 3 seeds on a side (2 here) AND variance_check.equal_variance is TRUE (Bartlett
 --                   does not reject equal variances across the pool's configs) AND both compared configs'
 --                   spread_check.spread_in_line is TRUE (neither side's own spread is above the 5% F bound
@@ -376,7 +431,7 @@ LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM spa
 --     'welch'       otherwise: 3+ seeds on both sides, or 2 seeds where one of those checks fails or cannot
 --                   be made (method_reason then says which, with the p-value or ratio: the fallback, said so)
 --   delta_lo/hi  = the chosen method's interval (pooled_lo/hi when method = 'pooled', else welch_lo/hi)
---   evidence:     'no finished seed' | 'baseline' | 'single seed' | 'welch t, 95%' |
+--   evidence:     'no finished seed' | 'baseline' | 'baseline at chance' | 'single seed' | 'welch t, 95%' |
 --                 'pooled variance t, 95% (df=N)'
 --   method_reason: why that method, in words
 --   also: welch_df, pooled_sd (s_p), pooled_df, equal_variance_p (variance_check.bartlett_p)
@@ -386,8 +441,18 @@ LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM spa
 --            metric_mode min (lower is better: val_loss):
 --                  'holds'  when delta_hi ≤ +tolerance   (confidently not worse by more than it)
 --                  'breaks' when delta_lo > +tolerance   (confidently worse by more than it)
---                  'inconclusive' otherwise, or when a side has no finished seed
---   significant: not the baseline, ≥ 2 seeds on both sides, and the interval clears the tolerance either way
+--                  'inconclusive' otherwise: the interval straddles a bound, a side has no finished seed or
+--                                 only one (method 'single seed'), or the baseline is at chance
+--                  'baseline'     the baseline's own row
+--   So holds and breaks are exactly the significant verdicts: a config counted as holding or breaking
+--   anywhere has ≥ 2 seeds on both sides and a baseline that learned.
+--   point_verdict: 'holds' when gain ≥ −tolerance, else 'breaks', on the point difference alone (NULL for the
+--                  baseline and without a finished seed): which way a single seed leans, never a verdict
+--   significant: not the baseline, ≥ 2 seeds on both sides, a baseline that learned, and the interval clears
+--                the tolerance either way (so: verdict in ('holds', 'breaks'))
+--   chance_score: the metric's chance level; at_chance, baseline_at_chance: the config's and the baseline's
+--                mean score at chance (configs.at_chance); n_unlearned, baseline_unlearned: seeds at chance
+--                while a sibling learned (configs.n_unlearned; each is a row of unlearned_seeds)
 --   gain, gain_lo, gain_hi: the same difference signed so that positive is better (−delta for min), on
 --   which the verdict is one rule: holds when gain_lo ≥ −tolerance, breaks when gain_hi < −tolerance.
 CREATE OR REPLACE MACRO vs_baseline_at(fixed_tolerance) AS TABLE
@@ -395,7 +460,7 @@ WITH base AS (
     SELECT space, metric, family, config_id AS b_config_id, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
            params AS b_params,
            train_samples_per_s AS b_train, infer_samples_per_s AS b_infer, peak_mem_bytes AS b_mem,
-           depth AS b_depth, head_dim AS b_head_dim
+           depth AS b_depth, head_dim AS b_head_dim, at_chance AS b_at_chance, n_unlearned AS b_unlearned
     FROM configs WHERE is_baseline
 ),
 paired AS (
@@ -423,6 +488,7 @@ intervals AS (
         CASE
             WHEN n_seeds = 0 OR b_n = 0 THEN 'none'
             WHEN is_baseline THEN 'baseline'
+            WHEN b_at_chance THEN 'baseline at chance'
             WHEN n_seeds = 1 OR b_n = 1 THEN 'single seed'
             WHEN least(n_seeds, b_n) < 3 AND equal_variance AND pooled_df >= 1
                  AND coalesce(c_in_line, false) AND coalesce(b_in_line, false) THEN 'pooled'
@@ -454,27 +520,32 @@ SELECT
     params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean,
     kv_cache_bytes_per_token, token_latency_ms,
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
+    chance_score, at_chance, b_at_chance AS baseline_at_chance, n_unlearned, b_unlearned AS baseline_unlearned,
     CASE method
         WHEN 'none' THEN 'no finished seed'
         WHEN 'baseline' THEN 'baseline'
+        WHEN 'baseline at chance' THEN 'baseline at chance'
         WHEN 'single seed' THEN 'single seed'
         WHEN 'pooled' THEN 'pooled variance t, 95% (df=' || pooled_df || ')'
         ELSE 'welch t, 95%'
     END AS evidence,
     CASE
-        WHEN n_seeds = 0 OR b_n = 0 THEN 'inconclusive'
-        WHEN is_baseline THEN 'holds'  -- the reference, by definition
-        WHEN n_seeds = 1 OR b_n = 1 THEN CASE WHEN gain >= -tol THEN 'holds' ELSE 'breaks' END
+        WHEN is_baseline THEN 'baseline'  -- the reference, never a verdict
+        WHEN method IN ('none', 'baseline at chance', 'single seed') THEN 'inconclusive'
         WHEN gain_lo >= -tol THEN 'holds'
         WHEN gain_hi < -tol THEN 'breaks'
         ELSE 'inconclusive'
     END AS verdict,
-    (NOT is_baseline AND n_seeds >= 2 AND b_n >= 2 AND (gain_lo >= -tol OR gain_hi < -tol)) AS significant,
+    CASE WHEN NOT is_baseline AND gain IS NOT NULL THEN CASE WHEN gain >= -tol THEN 'holds' ELSE 'breaks' END
+    END AS point_verdict,
+    (method IN ('pooled', 'welch') AND (gain_lo >= -tol OR gain_hi < -tol)) AS significant,
     method,
     CASE method
         WHEN 'none' THEN 'a side has no finished seed'
         WHEN 'baseline' THEN 'the reference'
-        WHEN 'single seed' THEN 'one seed on a side: delta against the tolerance alone, not significant'
+        WHEN 'baseline at chance' THEN printf('the baseline did not learn (mean %.4g, chance %.4g): no verdict rests '
+                                              || 'on it', b_mean, chance_score)
+        WHEN 'single seed' THEN 'one seed on a side: no interval, so no verdict (point_verdict: the way delta leans)'
         WHEN 'pooled' THEN 'fewer than 3 seeds on a side; ' || variance_note
         ELSE CASE
             WHEN least(n_seeds, b_n) >= 3 THEN '3+ seeds on both sides'
@@ -498,13 +569,15 @@ FROM vs_baseline_at(getvariable('tolerance'));
 -- width and MLP (and per model family and headline metric: a space of one family judged on one metric has one row per shape). Read from the verdicts, so it
 -- works alike for metrics where higher is better and where lower is.
 --   holds_down_to_depth: the shallowest depth (at or below the baseline's) whose verdict is holds, with
---                        every tried depth between it and the baseline's holding too
+--                        every tried depth between it and the baseline's holding too (the baseline's own
+--                        row is the reference, not a hold: NULL when nothing else holds; single seeds are
+--                        inconclusive, so no edge rests on one)
 --   breaks_at_depth:     the deepest tried depth below that whose verdict is breaks (NULL if none)
 CREATE OR REPLACE VIEW depth_edge AS
 WITH ranked AS (
     SELECT *,
         -- non-holding depths from the baseline's depth down to this one: 0 means all of them hold
-        sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
+        sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
             PARTITION BY space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning
             ORDER BY depth DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
@@ -512,7 +585,7 @@ WITH ranked AS (
     WHERE depth <= baseline_depth
 )
 SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
-    min(depth) FILTER (WHERE misses_above = 0) AS holds_down_to_depth,
+    min(depth) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_depth,
     -- rows with misses_above >= 1 are exactly the depths below holds_down_to_depth
     max(depth) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_depth,
     list(depth ORDER BY depth) AS depths_tried,
@@ -524,12 +597,13 @@ ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim, num_kv_heads DE
 -- head_dim_edge: along head_dim at fixed d_model (the fixed_d_model arm), for each (space, depth) (and per
 -- model family and headline metric, query heads per key/value head, and conditioning intervention).
 --   holds_down_to_head_dim: the smallest head_dim (at or below the baseline's) that holds, with every
---                           tried head_dim between it and the baseline's holding too
+--                           tried head_dim between it and the baseline's holding too (the baseline is the
+--                           reference, not a hold)
 --   breaks_at_head_dim:     the largest tried head_dim below that whose verdict is breaks (NULL if none)
 CREATE OR REPLACE VIEW head_dim_edge AS
 WITH ranked AS (
     SELECT *,
-        sum(CASE WHEN verdict = 'holds' THEN 0 ELSE 1 END) OVER (
+        sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
             PARTITION BY space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads, conditioning
             ORDER BY head_dim DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
@@ -537,7 +611,7 @@ WITH ranked AS (
     WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
 )
 SELECT space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads AS heads_per_kv_head, conditioning,
-    min(head_dim) FILTER (WHERE misses_above = 0) AS holds_down_to_head_dim,
+    min(head_dim) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_head_dim,
     max(head_dim) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_head_dim,
     list(head_dim ORDER BY head_dim) AS head_dims_tried,
     list(verdict ORDER BY head_dim) AS verdicts

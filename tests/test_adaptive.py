@@ -13,7 +13,7 @@ def shapes(items):
 def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted_adaptive):
     plan, results, _ = planted_adaptive
     open_ = open_verdicts(plan, results)
-    # heads-1 row: 4 holds (single seed), 2 inconclusive: the edge is at depth 4, so 4, then 2, then 1
+    # heads-1 row: 4 on a single seed, 2 inconclusive: no edge, so nearest the baseline's depth 4: 4, 2, 1
     assert shapes(open_) == [(4, 1), (2, 1), (1, 1)]
     assert [item.evidence for item in open_][:1] == ["single seed"]
     assert open_[1].verdict == "inconclusive" and open_[2].n_seeds == 0

@@ -99,10 +99,17 @@ def test_one_seed_is_never_significant(tmp_path):
     rows = [trial_row("one", 4, 4, 0, 90.0), trial_row("one", 2, 4, 0, 80.0), trial_row("one", 1, 4, 0, 89.9)]
     results = tmp_path / "results"
     import_file(write_csv(tmp_path / "one.csv", rows), results)
-    verdicts = query(results, "SELECT depth, verdict, significant, evidence FROM vs_baseline ORDER BY depth")
-    assert [(v["depth"], v["verdict"]) for v in verdicts] == [(1, "holds"), (2, "breaks"), (4, "holds")]
+    verdicts = query(results, "SELECT depth, verdict, point_verdict, significant, evidence FROM vs_baseline "
+                              "ORDER BY depth")  # fmt: skip
+    # one seed is never a verdict: inconclusive, with the way it leans beside it; the baseline is the reference
+    assert [(v["depth"], v["verdict"], v["point_verdict"]) for v in verdicts] == [
+        (1, "inconclusive", "holds"), (2, "inconclusive", "breaks"), (4, "baseline", None)]  # fmt: skip
     assert all(not v["significant"] for v in verdicts)
     assert [v["evidence"] for v in verdicts] == ["single seed", "single seed", "baseline"]
+    # so no edge rests on it either
+    assert query(results, "SELECT holds_down_to_depth, breaks_at_depth FROM depth_edge") == [
+        {"holds_down_to_depth": None, "breaks_at_depth": None}
+    ]
 
 
 def test_import_rejects_a_file_with_bad_rows_whole(tmp_path):

@@ -191,5 +191,8 @@ def test_mqar_smoke_profile_runs_through_the_cli(tmp_path):
         assert trial["perplexity"] == pytest.approx(math.exp(trial["val_loss"]))
         assert trial["seq_len"] == 16
     assert_tables_agree(results)
-    _, values = run_query(results, "SELECT verdict, evidence FROM vs_baseline")
-    assert len(values) == 4 and {evidence for _, evidence in values} <= {"baseline", "single seed"}
+    _, values = run_query(results, "SELECT verdict, evidence, baseline_at_chance, is_baseline FROM vs_baseline")
+    assert len(values) == 4 and {verdict for verdict, *_ in values} <= {"baseline", "inconclusive"}  # one seed each
+    for _, evidence, at_chance, is_baseline in values:  # 20 steps: the baseline may not beat the in-context guess
+        wanted = "baseline" if is_baseline else ("baseline at chance" if at_chance else "single seed")
+        assert evidence == wanted

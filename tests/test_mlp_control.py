@@ -264,7 +264,7 @@ def test_report_says_whether_extra_heads_beat_the_control(planted, tmp_path):
     index = write_report("mc", planted, tmp_path / "report")
     text = index.read_text()
     assert "## Fewer layers, more heads, against the control arms" in text
-    assert "the half_mlp control (4 blocks × 4 heads of 16, MLP 64; 2,700 params; 89.2% over 4 seed(s))" in text
+    assert "the half_mlp control (4 blocks × 4 heads of 16, MLP 64; 2,700 params; 89.2% over 4 seeds)" in text
     assert "The best config with fewer blocks and more heads at or under its parameters is 2 blocks × 16 heads" in text
     assert "within ±5%: matched" in text and "95% CI" in text
     assert (

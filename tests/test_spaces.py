@@ -226,6 +226,93 @@ def test_every_problem_is_reported_together(tmp_path):
     assert {"axes.depth[0]", "axes.num_heads", "train.epochz"} <= paths
 
 
+# Files of several mistakes each, of different kinds (a rule across keys, a baseline outside the grid, an axis
+# value the rules remove, a misspelt key, a bound): one run of `sweep validate` must name every one of them.
+SEVERAL_MISTAKES = {
+    "rules": (
+        """question: q
+model: {family: vit, embed_dim: 64, mlp_dim: 128, patch_size: 2}
+axes: {depth: [1, 2], num_heads: [1, 3, 4]}
+baseline: {depth: 4, num_heads: 4}
+seeds: [0]
+metric: {name: top1, mode: min}
+""",
+        {"metric.mode", "axes.num_heads[1]", "baseline"},
+    ),
+    "structure_and_rules": (
+        """question: q
+model: {family: vit, embed_dim: 64, mlp_dim: 128, patch_size: 2}
+axes: {depth: [1, 2], num_heads: [4, 6, 1]}
+baseline: {depth: 2, num_heads: 4}
+seeds: [0]
+trian: {epochs: 2}
+resources: {cpus_per_trial: 0}
+metric: {name: val_loss, mode: max, tolerance: 0.1}
+""",
+        {"trian", "resources.cpus_per_trial", "metric.mode", "axes.num_heads[1]"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SEVERAL_MISTAKES)
+def test_validate_reports_every_mistake_of_a_file_in_one_run(case, tmp_path, capsys):
+    text, wanted = SEVERAL_MISTAKES[case]
+    file = tmp_path / f"{case}.yaml"
+    file.write_text(text)
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    lines = [line.strip().removeprefix("note: ") for line in err.splitlines()[1:]]
+    assert err.startswith(f"error: invalid search space ({len(wanted) - 1} problems; 1 note)")
+    assert len(lines) == len(wanted) and {line.split(": ")[1] for line in lines} == wanted
+    # the value the rules drop is named as such, with the rule that drops it (a note: the rest still runs)
+    dropped = err.splitlines()[-1].strip()
+    value = 3 if case == "rules" else 6
+    assert dropped.startswith("note: ") and ": axes.num_heads[1]: " in dropped
+    assert (
+        f"every configuration with num_heads={value} is removed by the rules (num_heads={value} does not divide "
+        in (dropped)
+    )
+
+
+def test_validate_names_an_axis_value_the_rules_remove_in_a_valid_space(tmp_path, capsys):
+    assert main(["validate", str(write_space(tmp_path))]) == 0  # num_heads 3 at d_model 16
+    out = capsys.readouterr().out
+    assert "space: valid (4 configs, 2 combinations removed by the rules" in out
+    assert "note: " in out and "axes.num_heads[1]: every configuration with num_heads=3 is removed by the rules" in out
+
+
+def test_a_space_of_ones_own_extends_a_shipped_space(tmp_path, monkeypatch):
+    # the natural first space: a copy of local_digits with other axes, in ./search_spaces/
+    (tmp_path / "search_spaces").mkdir()
+    (tmp_path / "search_spaces" / "my_digits.yaml").write_text(
+        "extends: local_digits\nquestion: does 8 heads at depth 2 hold?\naxes: {depth: [2, 4], num_heads: [4, 8]}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    name, space, profile = load_space("my_digits")
+    _, shipped, _ = load_space("local_digits")
+    assert (name, profile) == ("my_digits", None)
+    assert space.axis_values("depth") == [2, 4] and space.axis_values("num_heads") == [4, 8]
+    assert space.train == shipped.train and space.data == shipped.data and space.metric == shipped.metric
+    assert set(space.profiles) == set(shipped.profiles)
+    with pytest.raises(SpaceError, match="must name a recipe or a space that exists"):
+        (tmp_path / "search_spaces" / "typo.yaml").write_text("extends: local_digit\nquestion: q\n")
+        load_space("typo")
+
+
+def test_spaces_shows_each_profile_with_its_description_from_the_yaml(capsys):
+    import yaml
+
+    assert main(["spaces", "local_digits"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    profiles = yaml.safe_load((shipped_spaces()["local_digits"]).read_text())["profiles"]
+    for name, body in profiles.items():
+        assert f"{name}: {' '.join(body['description'].split())}" in out
+    assert "quick: one seed, depths 1 and 4, four head counts; about a minute" in out and "why: " in out
+    assert main(["spaces"]) == 0
+    everything = " ".join(capsys.readouterr().out.split())
+    assert "cpu: the smallest recall task (2 pairs, 16 tokens, 32 ids), 3,000 steps, 2 CPU cores, about 7" in everything
+
+
 def test_unknown_profile_lists_defined_ones(tmp_path):
     with pytest.raises(SpaceError, match="profiles in this space: smoke"):
         load_space(str(write_space(tmp_path)), profile="smok")
@@ -356,5 +443,5 @@ def test_recipes_chain_and_a_loop_or_an_unknown_name_is_one_issue(tmp_path):
     write_recipe(tmp_path, "base", "extends: faster\n")
     with pytest.raises(SpaceError, match=r"extends: recipes extend each other in a loop \(space → faster → base"):
         load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "faster"))))
-    with pytest.raises(SpaceError, match=r"extends: must name a recipe that exists.*did you mean faster"):
+    with pytest.raises(SpaceError, match=r"extends: must name a recipe or a space that exists.*did you mean faster"):
         load_space(str(write_space(tmp_path, EXTENDING.replace("{recipe}", "fastr"))))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -107,6 +108,25 @@ class DataSetSpec(StrictModel):
         """The model fields this data set decides, known without reading it: image size, channels and
         classes, or for token sequences the padded length, vocabulary and classes."""
         raise NotImplementedError
+
+    def chance_score(self, metric: str) -> float | None:
+        """The score of a model that learned nothing, in ``metric``'s units (``sweep/metrics.py``): uniform
+        guessing over the classes the head predicts. Top-1 and accuracy: 100 / classes percent (digits and
+        CIFAR-10: 10%, ListOps' 10 values: 10%); top-5: 500 / classes (at most 100); validation loss:
+        ln(classes) nats, the cross-entropy of a uniform prediction; perplexity: the classes. None for a
+        metric with no single chance level (GLUE's average mixes accuracy, F1 and correlations). A data set
+        whose uninformed guess is better than uniform says so by overriding this (MQAR). Known without
+        reading the data, like :meth:`model_fields_from_data`."""
+        classes = self.model_fields_from_data().get("num_classes")
+        if not classes or classes < 1:
+            return None
+        return {
+            "top1": 100.0 / classes,
+            "accuracy": 100.0 / classes,
+            "top5": min(100.0, 500.0 / classes),
+            "val_loss": math.log(classes),
+            "perplexity": float(classes),
+        }.get(metric)
 
     def require_local(self) -> Path | None:
         """The data set's root once every file it needs is there (None for embedded or generated data);

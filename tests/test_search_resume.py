@@ -174,8 +174,8 @@ def test_run_and_rerun_resume_the_search_for_its_remaining_budget(searched, monk
     assert "optuna nsga2, resuming its study: 2 recorded trials (seed 0) start it, 1 of them trained" in err
     assert main(["run", "searched", *options, "--fresh"]) == 0
     assert launched.pop() == ([], 4)  # a new study: nothing recorded, the whole budget
-    assert main(["rerun", "searched", *options, "--trials", "2", "--seeds", "2"]) == 1
-    assert main(["rerun", "searched", *options, "--select", "pareto"]) == 1
+    assert main(["rerun", "searched", *options, "--trials", "2", "--seeds", "2"]) == 2
+    assert main(["rerun", "searched", *options, "--select", "pareto"]) == 2
     assert "--select pareto needs --seeds N" in capsys.readouterr().err
     plant([(shape, 0, 70.0, "ok", "search") for shape in [(4, 4), (2, 1), (4, 1)]])  # 4 of num_trials 4 trained
     assert main(["run", "searched", *options]) == 0 and launched == []
@@ -270,5 +270,5 @@ def test_a_grid_run_again_runs_only_new_seeds_axis_values_and_profiles(searched,
     assert main([*run, "--profile", "heads16"]) == 0  # a profile: only its cells no other run recorded
     assert launched.pop() == [(depth, heads, seed) for depth in (1, 2, 4, 8) for heads in (1, 4, 16) for seed in (0, 1)
                               if heads == 16 or depth == 8]  # fmt: skip
-    assert main([*run, "--trials", "2"]) == 1
+    assert main([*run, "--trials", "2"]) == 2
     assert "--trials N extends an Optuna search, but searched (profile none) is a grid" in capsys.readouterr().err

@@ -36,7 +36,7 @@ from sweep.metrics import (
 )
 from sweep.report_html import write_html
 from sweep.sql import connect, format_value
-from sweep.text import plural
+from sweep.text import plural, readable
 from sweep.theory import parametrisations, prediction, theory_rows
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}
@@ -83,11 +83,26 @@ def query(con, sql: str, *params) -> list[dict]:
     return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
 
 
+# κ at or above this is a numerically rank-deficient block, not a measurement: float64 carries about 16 digits
+# (eps = 2.2e-16) and an SVD's error in σ_min is about N·eps·σ_1, so for blocks of N ≥ 5 tokens a σ_min
+# below σ_1 · 1e-15 cannot be told from zero. The report says so wherever such a κ appears.
+KAPPA_RANK_DEFICIENT = 1e15
+
+
+def table_cell(column: str, value) -> str:
+    """One Markdown cell: numbers as people read them (``readable``), κ beyond float64 precision named."""
+    if value is None:
+        return ""
+    if column.startswith("kappa") and isinstance(value, float) and value >= KAPPA_RANK_DEFICIENT:
+        return f"{readable(value)} (rank-deficient)"
+    return readable(value) if isinstance(value, int | float) else format_value(value)
+
+
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
     if not rows:
         return "_(no rows)_\n"
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(format_value(row.get(c)) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(table_cell(c, row.get(c)) for c in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -335,6 +350,44 @@ def rerun_sentences(verdicts: list[dict], space: str, profile: str | None) -> li
 # --- pictures ---------------------------------------------------------------------------------------------
 
 
+def save_figure(fig, path: Path) -> None:
+    """Lay out and write ``fig`` as PNG: the saved canvas is the box of everything drawn (``bbox_inches``
+    "tight") plus a margin, so no title, label or legend is clipped at its edge."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+
+
+def wrapped(text: str, width: int = 70) -> str:
+    """A title on as many lines as it needs, ``width`` characters each."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def label_points(ax, points: list[tuple[float, float]], labels: list[str], fontsize: int) -> None:
+    """Labels beside points without overlapping each other: each takes the first of a few offsets whose box
+    (estimated from the text's length in display units) meets no label already placed; labels that fit
+    nowhere are left out (the table beside the figure names every config). Call after the axes' scales."""
+    ax.figure.canvas.draw()  # the data-to-display transform needs the final limits and scales
+    char_w, line_h = 0.62 * fontsize, 1.3 * fontsize  # points; a display unit is a pixel at dpi/72 per point
+    scale = ax.figure.dpi / 72
+    placed: list[tuple[float, float, float, float]] = []
+    for (x, y), label in sorted(zip(points, labels, strict=True)):
+        px, py = ax.transData.transform((x, y))
+        for dx, dy in ((3, 3), (3, -3 - line_h), (3, 3 + line_h), (-3 - char_w * len(label), 3)):
+            box = (px + dx * scale, py + dy * scale, char_w * len(label) * scale, line_h * scale)
+            if not any(overlaps(box, other) for other in placed):
+                placed.append(box)
+                ax.annotate(label, (x, y), fontsize=fontsize, xytext=(dx, dy), textcoords="offset points")
+                break
+
+
+def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """Whether two boxes (left, bottom, width, height) share any area."""
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
 def plot_pareto(configs: list[dict], front: list[dict], path: Path, headline: Headline) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     done = [c for c in configs if c["score_mean"] is not None]
@@ -355,24 +408,15 @@ def plot_pareto(configs: list[dict], front: list[dict], path: Path, headline: He
         color="#264653",
         label="Pareto front",
     )
-    for c in front:
-        ax.annotate(
-            short_shape(c),
-            (c["params"] / 1e6, c["score_mean"]),
-            fontsize=7,
-            xytext=(3, 3),
-            textcoords="offset points",
-        )
     base = [c for c in done if c["is_baseline"]]
     if base:
         ax.plot(base[0]["params"] / 1e6, base[0]["score_mean"], "*", ms=16, color="#e76f51", label="baseline")
     ax.set_xlabel("parameters (M)")
     ax.set_ylabel(f"{headline.name} ({headline.unit}; {direction_words(headline.mode)})")
-    ax.set_title(f"{headline.label.capitalize()} against parameters (depth × heads labelled on the front)")
+    ax.set_title(wrapped(f"{headline.label.capitalize()} against parameters (depth × heads labelled on the front)"))
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    label_points(ax, [(c["params"] / 1e6, c["score_mean"]) for c in front], [short_shape(c) for c in front], 7)
+    save_figure(fig, path)
 
 
 def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None:
@@ -405,14 +449,15 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     ax.set_xlabel("heads × head_dim" + (" / key-value heads" if any(map(is_grouped, rows)) else ""))
     ax.set_ylabel("depth")
     ax.set_title(
-        f"Δ{headline.name} vs baseline (★), {headline.unit} ({direction_words(headline.mode)}); "
-        f"outline = verdict at tolerance {headline.tolerance}",
+        wrapped(
+            f"Δ{headline.name} vs baseline (★), {headline.unit} ({direction_words(headline.mode)}); "
+            f"outline = verdict at tolerance {headline.tolerance}",
+            max(40, int(9 * (1.1 * len(columns) + 2.5))),  # characters that fit the figure's width
+        ),
         fontsize=9,
     )
     fig.colorbar(image, ax=ax, label=f"Δ{headline.name} ({headline.unit}; blue = better)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def annotate_cell(ax, x: int, y: int, cell: dict, limit: float, headline: Headline) -> None:
@@ -446,17 +491,21 @@ def plot_kappa(rows: list[dict], path: Path) -> None:
         left.plot([r["num_heads"] for r in members], [r["kappa_median"] for r in members], style, label=label)
         members.sort(key=lambda r: r["head_dim"])
         right.plot([r["head_dim"] for r in members], [r["kappa_median"] for r in members], style, label=label)
+    beyond = any((r["kappa_median"] or 0) >= KAPPA_RANK_DEFICIENT for r in model_level)
     for ax, xlabel in ((left, "heads"), (right, "head_dim")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("κ of the attention block (median over layers' medians)")
+        ax.set_ylabel("κ of the attention block\n(median over layers' medians)")
+        if beyond:  # such κ are not measurements: say so on the figure, where the eye lands on them
+            ax.axhline(KAPPA_RANK_DEFICIENT, ls=":", color="#b00", lw=1)
+            ax.annotate("κ ≥ 1e15: rank-deficient block\n(beyond float64 precision)", (0.01, KAPPA_RANK_DEFICIENT),
+                        xycoords=("axes fraction", "data"), xytext=(0, -4), textcoords="offset points",
+                        va="top", fontsize=7, color="#b00")  # fmt: skip
         ax.legend(fontsize=7)
     left.set_title("κ against heads")
     right.set_title("κ against head_dim")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_throughput(configs: list[dict], path: Path) -> None:
@@ -464,23 +513,14 @@ def plot_throughput(configs: list[dict], path: Path) -> None:
     done = [c for c in configs if c["train_samples_per_s"] is not None]
     for key, label, marker in (("train_samples_per_s", "training", "o"), ("infer_samples_per_s", "inference", "s")):
         ax.scatter([c["params"] / 1e6 for c in done], [c[key] for c in done], marker=marker, label=label, alpha=0.8)
-    for c in done:
-        ax.annotate(
-            short_shape(c),
-            (c["params"] / 1e6, c["train_samples_per_s"]),
-            fontsize=6,
-            xytext=(2, 2),
-            textcoords="offset points",
-        )
     if any(c[key] for c in done for key in ("train_samples_per_s", "infer_samples_per_s")):
         ax.set_yscale("log")  # only with positive values to scale (imported rows may have no throughput)
     ax.set_xlabel("parameters (M)")
     ax.set_ylabel("samples / s (steady state)")
     ax.set_title("Throughput against parameters (depth × heads labelled)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    label_points(ax, [(c["params"] / 1e6, c["train_samples_per_s"]) for c in done], [short_shape(c) for c in done], 6)
+    save_figure(fig, path)
 
 
 KAPPA_EPOCHS_SQL = """
@@ -539,17 +579,16 @@ def plot_kappa_epochs(epochs: list[dict], curves: dict, pairs: list[tuple], rho,
     left.set_yscale("log")
     left.set_xlabel("epoch")
     left.set_ylabel("κ (mean over layers of the median)")
-    left.set_title("κ during training (depth × heads × head_dim)")
+    left.set_title(wrapped("κ during training (depth × heads × head_dim)", 50))
     if len(curves) <= 12:
         left.legend(fontsize=7)
     right.scatter([p[0] for p in pairs], [p[1] for p in pairs])
     right.set_xscale("log")
     right.set_xlabel("κ at the first probed epoch")
     right.set_ylabel(f"final {headline.label}")
-    right.set_title(f"does early κ predict the final {headline.label}? Spearman ρ = {format_value(rho)}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    rho_text = "n/a" if rho is None else readable(rho)
+    right.set_title(wrapped(f"does early κ predict the final {headline.label}? Spearman ρ = {rho_text}", 50))
+    save_figure(fig, path)
 
 
 # --- the folder -------------------------------------------------------------------------------------------

@@ -262,7 +262,9 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
         f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
         file=sys.stderr,
     )
-    outcome = run_sweep(plan, args.results, args.space, progress=not args.quiet, record=record, trials=trials)
+    outcome = run_sweep(
+        plan, args.results, args.space, progress=not args.quiet, record=record, trials=trials, verbose=args.verbose
+    )
     summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses.items())) or "nothing"
     print(
         f"[sweep] sweep {outcome.sweep_id}: {outcome.trials} trials written ({summary}) in {outcome.wall_s:.0f}s",
@@ -766,6 +768,9 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--wait", action="store_true", help="if a sweep of this space is running, wait for it")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--verbose", action="store_true", help="Ray's, Tune's and Optuna's own output too (Tune's status table)"
+    )
     parser.add_argument(
         "--trials",
         type=parse_trials,

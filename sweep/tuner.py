@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path, PurePath
 
 import numpy as np
+import optuna
 import ray
 import torch
 from ray import tune
@@ -38,7 +39,6 @@ log = logging.getLogger("sweep.tuner")
 
 # Tune's own per-trial JSON/CSV/TensorBoard logs would duplicate what the sink writes.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "1")
 # Reports carry only the metrics a trial actually has (a failed trial has no top-1); the searcher and
 # scheduler below handle a missing metric, so Tune's strict presence check would only get in the way.
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
@@ -183,6 +183,20 @@ def make_scheduler(plan: Plan):
 # --- starting Ray and checking data -----------------------------------------------------------------------
 
 
+def configure_output(verbose: bool) -> int:
+    """What Ray, Tune and Optuna print on the terminal during a sweep, and Tune's verbosity to run at.
+
+    Quiet (the default), the sweep's own lines and progress line are all there is: Tune's legacy reporter at
+    verbosity 0 prints nothing (its newer one prints a configuration box and a results path at any
+    verbosity), Ray's notice that token authentication is on (docs/clusters.md says so once) and Optuna's
+    "a new study created" stay out. ``--verbose`` lets all of them through, with Tune's status table."""
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if verbose else "0"
+    quiet_level = logging.INFO if verbose else logging.ERROR
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(quiet_level)
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
+    return 1 if verbose else 0
+
+
 def init_ray(num_cpus: int | None = None) -> str:
     """Connect to ``$RAY_ADDRESS`` if set, else start a local Ray bound to 127.0.0.1 with no dashboard."""
     if ray.is_initialized():
@@ -255,8 +269,10 @@ def build_tuner(
     reuse_actors: bool,
     data_parallel: bool,
     search: tuple[ResumedSearch, int] | None = None,
+    verbosity: int = 0,
 ) -> tune.Tuner:
-    """``search``: an Optuna search's searcher and how many trials it trains (None for a grid)."""
+    """``search``: an Optuna search's searcher and how many trials it trains (None for a grid); ``verbosity``:
+    Tune's (:func:`configure_output`)."""
     searcher, trials = search if search is not None else (None, 1)
     return tune.Tuner(
         trainable,
@@ -278,7 +294,7 @@ def build_tuner(
             name=f"{plan.space_name}-{sweep_id}",
             **tune_storage(results_dir),  # RESULTS/_tune: on object storage, checkpoints reach every node
             callbacks=callbacks,
-            verbose=0,
+            verbose=verbosity,
             failure_config=tune.FailureConfig(max_failures=3),  # a lost worker or node: retried from checkpoint
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2),  # the latest, and one in case it is torn
         ),
@@ -334,6 +350,7 @@ def run_sweep(
     reuse_actors: bool = True,
     record: SearchRecord | None = None,
     trials: int | None = None,
+    verbose: bool = False,
 ) -> SweepOutcome:
     """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
 
@@ -341,6 +358,7 @@ def run_sweep(
     ``sweep/search.py`` says how) and trains ``trials`` (None: what its ``num_trials`` has left), never a
     (config, seed) pair twice. With nothing left to train it returns at once, having run nothing.
     ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
+    ``verbose``: Ray's, Tune's and Optuna's own output too (:func:`configure_output`).
     ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
     Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
     actor is still starting to an idle cached actor instead, wherever that one is.
@@ -356,6 +374,7 @@ def run_sweep(
             return SweepOutcome(sweep_id, 0, {}, 0.0, results_dir)
     trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()
+    tune_verbosity = configure_output(verbose)
     arrays = load_driver_arrays(plan)  # once, on the driver, before Ray starts; trials read the object store
     where = init_ray()
     log.info("ray: %s", where)
@@ -367,7 +386,9 @@ def run_sweep(
     sink = ParquetSink(results_dir, sweep_id)
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
-    tuner = build_tuner(plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel, search)
+    tuner = build_tuner(
+        plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel, search, tune_verbosity
+    )
     tuner.fit()
     statuses = count_statuses(sink.written)
     study = search[0].summary() if search else None  # Tune drives the searcher it was given, in this process

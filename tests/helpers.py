@@ -106,7 +106,14 @@ def run_smoke_profile(space: str, results: Path) -> list[dict]:
         capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    noise = [line for line in RAY_TUNE_OPTUNA_NOISE if line in done.stdout + done.stderr]
+    assert not noise, f"printed without --verbose: {noise}"
     return query(results, "SELECT * FROM trials ORDER BY family, depth, num_heads")
+
+
+# What Ray, Tune and Optuna print on their own; a sweep shows it only with --verbose (sweep.tuner.configure_output).
+RAY_TUNE_OPTUNA_NOISE = ("Configuration for experiment", "View detailed results here", "Token authentication is enabled",
+                         "A new study created", "Trial status:")  # fmt: skip
 
 
 # --- models ---------------------------------------------------------------------------------------------

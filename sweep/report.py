@@ -755,11 +755,15 @@ def equal_cost_section(matched: list[dict], headline: Headline) -> str:
         rows = [r for r in matched if r["cost_kind"] == kind]
         if not rows:
             continue
-        tally = {v: sum(r["verdict"] == v for r in rows) for v in ("wins", "loses", "tie (within tolerance)")}
+        # Only verdicts with an interval are counted: a single seed's win or loss is a lean, never a result.
+        judged = [r for r in rows if r["evidence"] != "single seed"]
+        tally = {v: sum(r["verdict"] == v for r in judged) for v in ("wins", "loses", "tie (within tolerance)")}
+        single = len(rows) - len(judged)
         wins = [r for r in rows if r["verdict"] == "wins" and r["significant"]]
         text = (
             f"- **{words}**: of {len(rows)} configs matched to their nearest rival, {tally['wins']} win, "
-            f"{tally['loses']} lose, {tally['tie (within tolerance)']} tie; the rest are inconclusive."
+            f"{tally['loses']} lose, {tally['tie (within tolerance)']} tie with 95% confidence; the rest are "
+            f"inconclusive{f' ({single} of them on a single seed, which is never a verdict)' if single else ''}."
         )
         for r in sorted(wins, key=lambda r: -(r["gain"] or 0))[:3]:
             text += (
@@ -815,11 +819,12 @@ def control_section(configs: list[dict], rows: list[dict], headline: Headline) -
             continue
         more = [r for r in mine if r["more_heads"]]
         matched = [r for r in more if r["matched"]]
+        judged = [r for r in matched if r["evidence"] != "single seed"]  # a single seed's verdict is a lean only
+        single = len(matched) - len(judged)
         tally = ", ".join(
-            f"{sum(r['verdict'] == v for r in matched)} {v}"
+            f"{sum(r['verdict'] == v for r in judged) + (single if v == 'inconclusive' else 0)} {v}"
             for v in ("wins", "loses", "tie (within tolerance)", "inconclusive")
         )
-        single = sum(r["evidence"] == "single seed" for r in matched)
         text = f"- **{label}**: against {control_words(mine[0], headline.name)}. "
         best = next((r for r in mine if r["best_at_or_under"]), None)
         if best is None:
@@ -843,7 +848,8 @@ def control_section(configs: list[dict], rows: list[dict], headline: Headline) -
         if matched:
             text += (
                 f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
-                f"{f' ({single} on a single seed, not significant)' if single else ''}."
+                + (f" ({single} of the inconclusive on a single seed: a lean only)" if single else "")
+                + "."
             )
         else:
             text += " No fewer-blocks, more-heads config is within ±5% of its parameters: none is a matched comparison."

@@ -112,8 +112,8 @@ def run_smoke_profile(space: str, results: Path) -> list[dict]:
 
 
 # What Ray, Tune and Optuna print on their own; a sweep shows it only with --verbose (sweep.tuner.configure_output).
-RAY_TUNE_OPTUNA_NOISE = ("Configuration for experiment", "View detailed results here", "Token authentication is enabled",
-                         "A new study created", "Trial status:")  # fmt: skip
+RAY_TUNE_OPTUNA_NOISE = ("Configuration for experiment", "View detailed results here",
+                         "Token authentication is enabled", "A new study created", "Trial status:")  # fmt: skip
 
 
 # --- models ---------------------------------------------------------------------------------------------

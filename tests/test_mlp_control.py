@@ -4,6 +4,7 @@ controls are reported together; ``mlp_control`` judges fewer-blocks configs agai
 do; ``sweep report`` says whether extra heads beat it."""
 
 import json
+import re
 import textwrap
 
 import numpy as np
@@ -280,7 +281,9 @@ def test_report_is_honest_about_single_seeds(tmp_path):
     headline, con = Headline("top1", "max", 0.5), connect(results)
     configs, rows = report_query(con, "FROM configs"), report_query(con, "FROM mlp_control")
     text = control_section(configs, rows, headline)
-    assert "single seed: no interval" in text and "never significant" in text and "(3 on a single seed" in text
+    assert "single seed: no interval" in text and "never significant" in text
+    assert "(3 of the inconclusive on a single seed: a lean only)" in text
+    assert re.search(r": 0 wins, 0 loses, 0 tie \(within tolerance\), 3 inconclusive", text)
     assert "no finished comparison yet" in control_section(configs, [], headline)
     lean = [{**r, "matched": False} for r in rows]
     assert "none is a matched comparison" in control_section(configs, lean, headline)

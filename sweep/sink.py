@@ -241,7 +241,10 @@ class ParquetSink(tune.Callback):
             "kappa": rows.child_rows(kappa),
         }
         try:
-            for table in TABLES:
+            # The trials row last: it is what marks the (config, seed) pair recorded, so a driver killed between
+            # these writes leaves at worst child rows of a trial that is not recorded (run again on resume, and
+            # left out of every view that joins on trials), never a recorded trial whose epochs are lost.
+            for table in sorted(TABLES, key=lambda name: name == "trials"):
                 parts = (table, payload["space"], self.sweep_id, f"{trial.trial_id}.parquet")
                 store_table(self.results_dir, table_from_rows(table, tables[table]), *parts)
         except OSError as exc:

@@ -27,17 +27,16 @@ import math
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError
-from sweep.metrics import direction_words, tolerance_unit
-from sweep.plan import Plan, compare_published, control_rows, make_plan
-from sweep.rerun import SELECTIONS, describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
-from sweep.space import TRACKERS, GridSearch, Scheduler
-from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
-from sweep.sql import render, run_query
-from sweep.storage import is_remote, parse_results
-from workers.models import FAMILIES
+from sweep.options import SELECTIONS, TRACKERS
+
+if TYPE_CHECKING:
+    from sweep.plan import Plan
+
+# Each command imports what it needs when it runs: the analysis commands (sql, report, doctor) and
+# `--help` load neither torch nor Ray; planning and running do (the spaces' models and data sets).
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
 DEFAULT_RESULTS = Path("results")
@@ -72,8 +71,24 @@ def parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
+def parse_results(text: str):
+    """``--results``: a folder or an object-store prefix (``sweep/storage.py``, imported when given)."""
+    from sweep.storage import parse_results as parse
+
+    return parse(text)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    from sweep.sql import render as render_rows
+
+    return render_rows(columns, rows, fmt)
+
+
 def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
     """The plan for ``args.space``; ``seeds`` (else ``--seeds`` as text) overrides the space's seeds."""
+    from sweep.plan import make_plan
+    from sweep.space_loader import load_space
+
     name, space, profile = load_space(args.space, args.profile)
     if getattr(args, "data_root", None):
         space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
@@ -90,6 +105,7 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
 
 
 def cmd_run(args) -> int:
+    from sweep.rerun import describe, missing_pairs, recorded_pairs, sweep_lock
     from sweep.validation import check_data
 
     plan = load_plan(args, check_data)
@@ -112,6 +128,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_rerun(args) -> int:
+    from sweep.rerun import describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+    from sweep.space import GridSearch, Scheduler
     from sweep.validation import check_data
 
     if args.select == "inconclusive":
@@ -142,6 +160,8 @@ def rerun_inconclusive(args, check_data) -> int:
     """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
     run (``sweep/adaptive.py``); ``--dry-run`` prints the first round."""
     from sweep.adaptive import describe_round, next_round, open_verdicts
+    from sweep.rerun import sweep_lock
+    from sweep.space import GridSearch, Scheduler
 
     if args.budget is None or args.budget < 1:
         raise SweepError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
@@ -238,6 +258,8 @@ def print_stages(plan: Plan) -> None:
 
 def print_published(plan: Plan) -> None:
     """The paper's rows beside the planned counts, and why they differ where the space file says so."""
+    from sweep.plan import compare_published
+
     for row in compare_published(plan):
         shape = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
@@ -260,6 +282,8 @@ def print_published(plan: Plan) -> None:
 
 def print_controls(plan: Plan) -> None:
     """The control arms: each one's shape, params and FLOPs, and its change against the baseline."""
+    from sweep.plan import control_rows
+
     for row in control_rows(plan):
         given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
@@ -274,6 +298,8 @@ def print_controls(plan: Plan) -> None:
 
 
 def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    from sweep.plan import compare_published, control_rows
+
     print(
         json.dumps(
             {
@@ -312,6 +338,8 @@ def way_row(way) -> dict:
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
+    from sweep.metrics import direction_words, tolerance_unit
+
     print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
     shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"])} for r in rows]
     print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
@@ -369,6 +397,8 @@ def cmd_plan(args) -> int:
 
 def print_budgets(plan: Plan) -> None:
     """A ``budget:`` block's answer: the base and target, then each way's solved value, params and miss."""
+    from sweep.budget import percent
+
     for budget in plan.budgets:
         base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
         print(
@@ -381,6 +411,9 @@ def print_budgets(plan: Plan) -> None:
 
 
 def cmd_spaces(args) -> int:
+    from sweep.space_loader import display_path, read_yaml, shipped_spaces, with_recipes
+    from workers.models import FAMILIES
+
     for name, path in shipped_spaces().items():
         raw = with_recipes(read_yaml(path), path)
         question = " ".join(str(raw.get("question", "")).split())
@@ -393,6 +426,9 @@ def cmd_spaces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    from sweep.plan import make_plan
+    from sweep.space_loader import load_space
+
     name, space, profile = load_space(args.space, args.profile)
     plan = make_plan(name, space, profile)
     print(
@@ -410,6 +446,8 @@ def parse_tolerance(value: float | None) -> float | None:
 
 
 def cmd_sql(args) -> int:
+    from sweep.sql import run_query
+
     columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
@@ -417,6 +455,7 @@ def cmd_sql(args) -> int:
 
 def cmd_import(args) -> int:
     from sweep.importer import import_file
+    from sweep.storage import is_remote
 
     if is_remote(args.results):
         raise SweepError(
@@ -439,14 +478,10 @@ def cmd_doctor(args) -> int:
 def cmd_report(args) -> int:
     from sweep.report import write_report
 
-    question = None
-    try:
-        _, space, _ = load_space(args.space)
-        question = space.question
-    except SweepError:
-        pass  # a space known only from imported rows has no file: the report still renders
+    # The question comes from the results (the sweeps' `spaces` rows), not the space file: reading the file
+    # would load the model and data registries (torch), and a space known only from imported rows has none.
     out = args.out or Path("reports") / args.space
-    index = write_report(args.space, args.results, out, question, tolerance=parse_tolerance(args.tolerance))
+    index = write_report(args.space, args.results, out, tolerance=parse_tolerance(args.tolerance))
     print(f"report written: {index} and {index.with_name('index.html')} (interactive, works offline)")
     return 0
 
@@ -547,6 +582,8 @@ def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int
 def cmd_data_fetch(args) -> int:
     """Fetch the space's data through ``datasets`` (its progress bars on stderr); one line per split: rows,
     bytes, the cache folder and the data's identity. A data set on disk or generated says so."""
+    from sweep.space_loader import load_space
+
     _, space, _ = load_space(args.space, args.profile)
     try:
         lines = space.data.fetch()
@@ -592,7 +629,7 @@ def add_data_parser(sub) -> None:
 
 def add_gpu_check_parser(sub) -> None:
     """`sweep gpu-check`: ``workers/gpu_check.py``'s check (what `make gpu-check` runs), for installed copies."""
-    from workers.gpu_check import add_options
+    from workers.gpu_check_options import add_options
 
     gpu = sub.add_parser("gpu-check", help="ViT-B/16 bf16 on this GPU: memory, throughput, MFU, κ (CPU: reduced)")
     add_options(gpu)

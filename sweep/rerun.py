@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.errors import SweepError, SweepLocked
+from sweep.options import SELECTIONS
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
 from sweep.storage import LEASE_S, LockHeld, hold_lock, is_remote, locate
 from workers.vocabulary import RECORDED_STATUSES
-
-SELECTIONS = ("all", "near-break", "pareto", "top-k")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from sweep.errors import QueryError
@@ -101,6 +100,8 @@ def create_empty(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
 def attach_object_store(con: duckdb.DuckDBPyConnection, store: ObjectStore) -> list[tuple[str, str]]:
     """Each table as a pyarrow dataset over the prefix's readable files, registered in DuckDB under the name
     the folder's view has; returns the damaged files (by URI) left out."""
+    import pyarrow.dataset as ds  # here, not above: it loads pandas, which a folder's analysis does not need
+
     damaged: list[tuple[str, str]] = []
     for table in ALL_TABLES:
         good, bad = store.readable(table)

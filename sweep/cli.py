@@ -8,6 +8,7 @@
     sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]
     sweep import FILE [--results DIR]
     sweep doctor [--results DIR] [--fix]
+    sweep compact [--results DIR] [--space SPACE …] [--wait]
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
     sweep rerun SPACE --select inconclusive --budget N [--dry-run]
@@ -35,7 +36,7 @@ from sweep.options import SELECTIONS, TRACKERS
 if TYPE_CHECKING:
     from sweep.plan import Plan
 
-# Each command imports what it needs when it runs: the analysis commands (sql, report, doctor) and
+# Each command imports what it needs when it runs: the analysis commands (sql, report, doctor, compact) and
 # `--help` load neither torch nor Ray; planning and running do (the spaces' models and data sets).
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
@@ -208,7 +209,23 @@ def launch(plan: Plan, args) -> int:
         f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
         file=sys.stderr,
     )
+    compact_after_sweep(args.results, plan.space_name)
     return 0
+
+
+def compact_after_sweep(results, space: str) -> None:
+    """Merge the space's per-trial files into one per sweep and table (``sweep/compact.py``); the caller holds
+    the space's sweep lock. A failure here loses nothing: the sweep's rows are written, and `sweep compact`
+    tries again."""
+    from sweep.compact import compact_space
+
+    try:
+        outcome = compact_space(results, space)
+    except SweepError as exc:
+        print(f"[sweep] warning: {exc}", file=sys.stderr)
+        return
+    if outcome.written or outcome.leftovers or outcome.skipped:
+        print(f"[sweep] compacted {outcome.words()}", file=sys.stderr)
 
 
 def plan_rows(plan: Plan) -> list[dict]:
@@ -475,6 +492,17 @@ def cmd_doctor(args) -> int:
     return doctor(args)
 
 
+def cmd_compact(args) -> int:
+    from sweep.compact import compact
+
+    outcomes = compact(args.results, args.space, wait=args.wait)
+    if not outcomes:
+        print(f"nothing to compact under {args.results}/: no results files")
+    for outcome in outcomes:
+        print(f"compacted {outcome.words()}")
+    return 1 if any("disagree" in why for outcome in outcomes for why in outcome.skipped) else 0
+
+
 def cmd_report(args) -> int:
     from sweep.report import write_report
 
@@ -719,6 +747,12 @@ def add_results_parsers(sub) -> None:
     doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
     doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
     doctor.set_defaults(func=cmd_doctor)
+
+    compact = sub.add_parser("compact", help="merge each sweep's per-trial files into one file per table")
+    compact.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    compact.add_argument("--space", action="append", help="only this space (repeatable; default: every space)")
+    compact.add_argument("--wait", action="store_true", help="if a sweep of a space is running, wait for it")
+    compact.set_defaults(func=cmd_compact)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
     report.add_argument("space")

@@ -90,7 +90,7 @@ from sweep.cli import main
 results, out = sys.argv[1], sys.argv[2]
 codes = []
 for argv in (["--help"], ["sql", "SELECT count(*) FROM depth_edge", "--results", results],
-             ["doctor", "--results", results],
+             ["doctor", "--results", results], ["compact", "--results", results],
              ["report", "plant", "--results", results, "--out", out]):
     try:
         codes.append(main(argv))
@@ -104,7 +104,7 @@ print(json.dumps({"codes": codes, "rows": rows, "heavy": heavy}))
 
 
 def test_the_analysis_commands_and_open_results_load_no_model_library_nor_ray(tmp_path):
-    """`sweep --help`, `sql`, `doctor`, `report` and `open_results` read results only: none may load
+    """`sweep --help`, `sql`, `doctor`, `compact`, `report` and `open_results` read results only: none may load
     torch (seconds of start-up for every query) or Ray."""
     import json
 
@@ -117,7 +117,7 @@ def test_the_analysis_commands_and_open_results_load_no_model_library_nor_ray(tm
                           capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found["codes"] == [0, 0, 0, 0] and found["rows"] == len(PLANTED_MEANS)
+    assert found["codes"] == [0, 0, 0, 0, 0] and found["rows"] == len(PLANTED_MEANS)
     assert found["heavy"] == []
 
 

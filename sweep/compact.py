@@ -77,7 +77,8 @@ class Folder:
         return [(str(path), found) for path, found in table_footers(self.root, table, space)]
 
     def spaces(self) -> set[str]:
-        return {path.name for table in TABLES if (self.root / table).is_dir() for path in (self.root / table).iterdir()}
+        folders = [self.root / table for table in TABLES if (self.root / table).is_dir()]
+        return {path.name for folder in folders for path in folder.iterdir() if path.is_dir()}
 
     def read(self, path: str) -> pa.Table:
         return pq.read_table(path)
@@ -99,7 +100,8 @@ class Prefix(Folder):
         return self.store.footers(f"{table}/{space}")
 
     def spaces(self) -> set[str]:
-        return {self.store.relative(info.path).split("/")[1] for table in TABLES for info in self.store.files(table)}
+        parts = [self.store.relative(info.path).split("/") for table in TABLES for info in self.store.files(table)]
+        return {part[1] for part in parts if len(part) > 2}  # TABLE/SPACE/…: a file beside the spaces is none
 
     def read(self, path: str) -> pa.Table:
         return pq.read_table(path, filesystem=self.store.filesystem)

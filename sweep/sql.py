@@ -15,8 +15,9 @@ What a query costs does not grow with the number of files' schemas:
 - The files are grouped by schema, and each table's view reads each group with one ``read_parquet`` over
   its file list, the groups joined ``UNION ALL BY NAME``. DuckDB then binds a view from one file per group
   instead of every file's schema (``union_by_name``), and binds it again for every view that reads it.
-- The analysis views and macros are created on demand (:class:`Views`): ``sweep sql`` creates only those
-  its query names and what they read, so ``SELECT 1`` or a query on ``trials`` binds none of the others.
+- The tables' views and the analysis views and macros are created on demand (:class:`Views`): ``sweep sql``
+  creates only those its query names and what they read, so ``SELECT 1`` lists no file and a query on
+  ``trials`` reads only the trials files' footers and binds no analysis view.
 
 Results on object storage (``s3://…``, ``gs://…``; ``sweep/storage.py``) are listed and their footers read
 through pyarrow, and each table is handed to DuckDB as a pyarrow dataset over the readable files (the columns
@@ -32,6 +33,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -61,6 +63,9 @@ def glob_view_name(table: str) -> str:
     return f"{table}_files" if table in VERSIONED_TABLES else table
 
 
+TABLE_VIEWS = {glob_view_name(table): table for table in ALL_TABLES}  # view over a table's files -> the table
+
+
 def table_glob(results_dir: Path, table: str) -> str:
     return str(Path(results_dir).resolve() / table / "**" / "*.parquet")
 
@@ -83,19 +88,22 @@ def connect(
 def connect_lazily(
     results_dir: Path | ObjectStore, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
 ) -> tuple[duckdb.DuckDBPyConnection, Views]:
-    """:func:`connect` with the tables' views only, and the :class:`Views` that create the analysis views
-    on that connection as queries need them."""
+    """:func:`connect` with nothing created yet, and the :class:`Views` that create the tables' views and the
+    analysis views on that connection as queries need them."""
     con = duckdb.connect(":memory:")
     results_dir = locate(results_dir)
-    attach = attach_object_store if is_remote(results_dir) else attach_folder
-    damaged = attach(con, results_dir)
+    attach = attach_store_table if is_remote(results_dir) else attach_folder_table
+
+    def attach_table(table: str) -> list:
+        return attach(con, results_dir, table)
+
     if tolerance is not None:
         con.execute("SET VARIABLE tolerance = ?", [float(tolerance)])
     if views_sql is not None and views_sql.exists():
-        views = Views(con, views_sql.read_text())
+        views = Views(con, views_sql.read_text(), attach_table)
     else:  # no analysis views: the versioned tables as their files are
-        views = Views(con, "".join(f"CREATE VIEW {t} AS FROM {glob_view_name(t)};\n" for t in VERSIONED_TABLES))
-    warn_damaged(damaged)
+        text = "".join(f"CREATE VIEW {t} AS FROM {glob_view_name(t)};\n" for t in VERSIONED_TABLES)
+        views = Views(con, text, attach_table)
     return con, views
 
 
@@ -121,7 +129,7 @@ def definitions(text: str) -> tuple[Definition, ...]:
         if match is None:
             raise QueryError(f"{VIEWS_SQL.name}: a statement that creates no view or macro: {code.strip()[:80]!r}")
         found.append((match.group(2).lower(), match.group(1).upper(), statement.query, code))
-    names = {found_name for found_name, *_ in found}
+    names = {found_name for found_name, *_ in found} | set(TABLE_VIEWS)
     return tuple(
         Definition(name, kind, query, frozenset(words(code) & names - {name})) for name, kind, query, code in found
     )
@@ -133,56 +141,63 @@ def words(text: str) -> set[str]:
 
 
 class Views:
-    """The analysis views and macros of a views file, created on one connection as they are needed.
+    """The tables' views and the analysis views and macros of a views file, created on one connection as
+    they are needed.
 
-    Binding every view costs about half a second whatever the results hold; :meth:`for_query` creates only
-    those a query names, with what they read, in the file's order. A query that lists what exists
-    (``information_schema``, ``SHOW TABLES``, ``duckdb_views()``) gets them all."""
+    Binding every analysis view costs about half a second whatever the results hold, and each table's view
+    lists and checks that table's files; :meth:`for_query` creates only what a query names, with what that
+    reads, in the file's order (``attach(table)`` creates a table's view over its files and returns the
+    damaged files it left out). A query that lists
+    what exists (``information_schema``, ``SHOW TABLES``, ``duckdb_views()``) gets everything."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, text: str):
-        self.con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection, text: str, attach: Callable[[str], list]):
+        self.con, self.attach = con, attach
         self.definitions = {d.name: d for d in definitions(text)}
         self.created: set[str] = set()
 
     @property
     def view_names(self) -> list[str]:
-        """The views (not the macros) this file defines."""
-        return [d.name for d in self.definitions.values() if d.kind != "MACRO"]
+        """The tables' views and the views this file defines (not its macros)."""
+        return [*TABLE_VIEWS, *(d.name for d in self.definitions.values() if d.kind != "MACRO")]
 
     def create(self, names) -> None:
-        """Create ``names`` (unknown ones are ignored) and every definition they read."""
-        wanted, stack = set(), [n for n in names if n in self.definitions]
+        """Create ``names`` (unknown ones are ignored) and everything they read."""
+        known = set(self.definitions) | set(TABLE_VIEWS)
+        wanted, stack = set(), [n for n in names if n in known]
         while stack:
             name = stack.pop()
             if name not in wanted and name not in self.created:
                 wanted.add(name)
-                stack += self.definitions[name].reads
+                stack += self.definitions[name].reads if name in self.definitions else ()
+        damaged = []
+        for name, table in TABLE_VIEWS.items():
+            if name in wanted:
+                damaged += self.attach(table)
+                self.created.add(name)
+        warn_damaged(damaged)  # the files left out, named in one line
         for definition in self.definitions.values():  # in file order: what a definition reads comes first
             if definition.name in wanted:
                 self.con.execute(definition.sql)
                 self.created.add(definition.name)
 
     def create_all(self) -> None:
-        self.create(self.definitions)
+        self.create([*TABLE_VIEWS, *self.definitions])
 
     def for_query(self, query: str) -> None:
         """Create what ``query`` reads: the definitions it names (all of them when it lists the catalog)."""
         named = words(query)
-        self.create(self.definitions if named & CATALOG_WORDS else named)
+        self.create([*TABLE_VIEWS, *self.definitions] if named & CATALOG_WORDS else named)
 
 
-def attach_folder(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[tuple[Path, str]]:
-    """Each table as a view over the folder's readable files; returns the damaged files left out."""
-    damaged: list[tuple[Path, str]] = []
-    for table in ALL_TABLES:
-        good, bad = readable_files(results_dir, table)
-        damaged += bad
-        hint_compaction(table, len(good), results_dir)
-        if good:
-            con.execute(f"CREATE VIEW {glob_view_name(table)} AS {read_groups(good)}")
-        else:
-            create_empty(con, table, glob_view_name(table))
-    return damaged
+def attach_folder_table(con: duckdb.DuckDBPyConnection, results_dir: Path, table: str) -> list[tuple[Path, str]]:
+    """``table`` as a view over the folder's readable files; returns the damaged files left out."""
+    good, bad = readable_files(results_dir, table)
+    hint_compaction(table, len(good), results_dir)
+    if good:
+        con.execute(f"CREATE VIEW {glob_view_name(table)} AS {read_groups(good)}")
+    else:
+        create_empty(con, table, glob_view_name(table))
+    return bad
 
 
 def read_groups(files: list[tuple[Path, pa.Schema]]) -> str:
@@ -204,26 +219,24 @@ def create_empty(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
     con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
 
 
-def attach_object_store(con: duckdb.DuckDBPyConnection, store: ObjectStore) -> list[tuple[str, str]]:
-    """Each table as a pyarrow dataset over the prefix's readable files, registered in DuckDB under the name
+def attach_store_table(con: duckdb.DuckDBPyConnection, store: ObjectStore, table: str) -> list[tuple[str, str]]:
+    """``table`` as a pyarrow dataset over the prefix's readable files, registered in DuckDB under the name
     the folder's view has; returns the damaged files (by URI) left out."""
     import pyarrow.dataset as ds  # here, not above: it loads pandas, which a folder's analysis does not need
 
-    damaged: list[tuple[str, str]] = []
-    for table in ALL_TABLES:
-        good, bad = store.readable(table)
-        damaged += [(store.uri_of(path), problem) for path, problem in bad]
-        hint_compaction(table, len(good), store)
-        if not good:
-            create_empty(con, table, glob_view_name(table))
-            continue
-        try:  # the columns of every file, each file's missing ones read as NULL: read_parquet's union_by_name
-            schema = pa.unify_schemas([schema for _, schema in good], promote_options="permissive")
-        except (pa.ArrowException, ValueError) as exc:
-            hint = f"`sweep doctor --results {store}` names the files"
-            raise QueryError(f"the {table} files under {store} disagree on a column's type ({exc}); {hint}") from exc
-        paths = [path for path, _ in good]
-        con.register(glob_view_name(table), ds.dataset(paths, schema, "parquet", store.filesystem))
+    good, bad = store.readable(table)
+    damaged = [(store.uri_of(path), problem) for path, problem in bad]
+    hint_compaction(table, len(good), store)
+    if not good:
+        create_empty(con, table, glob_view_name(table))
+        return damaged
+    try:  # the columns of every file, each file's missing ones read as NULL: read_parquet's union_by_name
+        schema = pa.unify_schemas([schema for _, schema in good], promote_options="permissive")
+    except (pa.ArrowException, ValueError) as exc:
+        hint = f"`sweep doctor --results {store}` names the files"
+        raise QueryError(f"the {table} files under {store} disagree on a column's type ({exc}); {hint}") from exc
+    paths = [path for path, _ in good]
+    con.register(glob_view_name(table), ds.dataset(paths, schema, "parquet", store.filesystem))
     return damaged
 
 

@@ -216,9 +216,10 @@ class ObjectStore:
         """The object's :class:`Footer`, remembered per (path, size, modification time)."""
         return cached_footer(info.path, info.size or 0, info.mtime_ns or 0, self.filesystem)
 
-    def footers(self, table: str) -> list[tuple[str, Footer]]:
-        """(path, footer) of every file of ``table``, in path order; the footers read at once."""
-        infos = self.files(table)
+    def footers(self, folder: str) -> list[tuple[str, Footer]]:
+        """(path, footer) of every Parquet file under ``folder`` (a table, or a table's space: ``trials/SPACE``),
+        in path order; the footers read at once."""
+        infos = self.files(folder)
         with ThreadPoolExecutor(FOOTER_THREADS) as pool:
             return list(zip((i.path for i in infos), pool.map(self.footer, infos), strict=True))
 

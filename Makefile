@@ -94,6 +94,7 @@ bench: $(INSTALLED)
 	$(BIN)/python bench/trial_efficiency.py
 	$(BIN)/python bench/sweep_efficiency.py
 	$(BIN)/python bench/analysis_queries.py
+	$(BIN)/python bench/analysis_scale.py --source $(RESULTS)
 	$(BIN)/python bench/loader_throughput.py
 	$(BIN)/python bench/compile_speedup.py
 

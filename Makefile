@@ -107,6 +107,7 @@ bench: $(INSTALLED)
 	$(BIN)/python bench/trial_efficiency.py
 	$(BIN)/python bench/sweep_efficiency.py
 	$(BIN)/python bench/analysis_queries.py
+	$(BIN)/python bench/analysis_scale.py --source $(RESULTS)
 	$(BIN)/python bench/loader_throughput.py
 	$(BIN)/python bench/compile_speedup.py
 	$(BIN)/python bench/cuda_memory_check.py

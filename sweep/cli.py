@@ -8,6 +8,7 @@
     sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]
     sweep import FILE [--results DIR]
     sweep doctor [--results DIR] [--fix]
+    sweep compact [--results DIR] [--space SPACE …] [--wait]
     sweep report SPACE [--results DIR] [--out DIR] [--tolerance X]
     sweep rerun SPACE --seeds N [--select all|near-break|pareto|top-k] [--dry-run]
     sweep rerun SPACE --select inconclusive --budget N [--dry-run]
@@ -29,27 +30,18 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sweep.budget import percent
 from sweep.errors import DataUnavailableError, SweepError, UsageError
-from sweep.metrics import direction_words, tolerance_unit
-from sweep.plan import Plan, compare_published, control_rows, make_plan
-from sweep.rerun import (
-    SELECTIONS,
-    SearchRecord,
-    describe,
-    missing_pairs,
-    recorded_pairs,
-    search_record,
-    select_configs,
-    sweep_lock,
-)
-from sweep.space import TRACKERS, GridSearch, Scheduler
-from sweep.space_loader import display_path, load_space, read_yaml, shipped_spaces, with_recipes
-from sweep.sql import render, run_query
-from sweep.storage import is_remote, parse_results
+from sweep.options import SELECTIONS, TRACKERS
 from sweep.text import plural
-from workers.models import FAMILIES
+
+if TYPE_CHECKING:
+    from sweep.plan import Plan
+    from sweep.rerun import SearchRecord
+
+# Each command imports what it needs when it runs: the analysis commands (sql, report, doctor, compact) and
+# `--help` load neither torch nor Ray; planning and running do (the spaces' models and data sets).
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
 DEFAULT_RESULTS = Path("results")
@@ -98,8 +90,24 @@ def parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
+def parse_results(text: str):
+    """``--results``: a folder or an object-store prefix (``sweep/storage.py``, imported when given)."""
+    from sweep.storage import parse_results as parse
+
+    return parse(text)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    from sweep.sql import render as render_rows
+
+    return render_rows(columns, rows, fmt)
+
+
 def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
     """The plan for ``args.space``; ``seeds`` (else ``--seeds`` as text) overrides the space's seeds."""
+    from sweep.plan import make_plan
+    from sweep.space_loader import load_space
+
     name, space, profile = load_space(args.space, args.profile)
     if getattr(args, "data_root", None):
         space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
@@ -116,6 +124,7 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
 
 
 def cmd_run(args) -> int:
+    from sweep.rerun import describe, missing_pairs, recorded_pairs, sweep_lock
     from sweep.validation import check_data
 
     plan = load_plan(args, check_data)
@@ -152,6 +161,8 @@ def run_search(plan: Plan, args) -> int:
     """An Optuna search, resumed: the study starts from every recorded trial of the search and trains what
     its budget has left (``--trials N``: N more); ``--fresh``: a new study over the whole budget that trains
     even recorded pairs. No (config, seed) pair is trained twice in one run (``sweep/search.py``)."""
+    from sweep.rerun import SearchRecord, search_record
+
     search = plan.space.search
     fresh = getattr(args, "fresh", False)
     record = SearchRecord(plan.seeds[0]) if fresh else search_record(args.results, plan)
@@ -182,6 +193,8 @@ def run_search(plan: Plan, args) -> int:
 
 
 def cmd_rerun(args) -> int:
+    from sweep.rerun import describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+    from sweep.space import GridSearch, Scheduler
     from sweep.validation import check_data
 
     if args.select == "inconclusive":
@@ -212,6 +225,8 @@ def cmd_rerun(args) -> int:
 
 def rerun_search(args, check_data) -> int:
     """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
+    from sweep.rerun import sweep_lock
+
     plan = load_plan(args, check_data)
     if plan.space.search.kind == "grid":
         raise UsageError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
@@ -225,6 +240,8 @@ def rerun_inconclusive(args, check_data) -> int:
     """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
     run (``sweep/adaptive.py``); ``--dry-run`` prints the first round."""
     from sweep.adaptive import describe_round, next_round, open_verdicts
+    from sweep.rerun import sweep_lock
+    from sweep.space import GridSearch, Scheduler
 
     if args.budget is None or args.budget < 1:
         raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
@@ -276,6 +293,7 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
         f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
         file=sys.stderr,
     )
+    compact_after_sweep(args.results, plan.space_name)
     return 0
 
 
@@ -288,6 +306,21 @@ def describe_study(study, budget: int) -> str:
     if study.exhausted and study.trained < budget:
         text += f"; stopped after {study.trained} of {budget}: every config it can suggest is recorded"
     return text
+
+
+def compact_after_sweep(results, space: str) -> None:
+    """Merge the space's per-trial files into one per sweep and table (``sweep/compact.py``); the caller holds
+    the space's sweep lock. A failure here loses nothing: the sweep's rows are written, and `sweep compact`
+    tries again."""
+    from sweep.compact import compact_space
+
+    try:
+        outcome = compact_space(results, space)
+    except SweepError as exc:
+        print(f"[sweep] warning: {exc}", file=sys.stderr)
+        return
+    if outcome.written or outcome.leftovers or outcome.skipped:
+        print(f"[sweep] compacted {outcome.words()}", file=sys.stderr)
 
 
 def plan_rows(plan: Plan) -> list[dict]:
@@ -337,6 +370,8 @@ def print_stages(plan: Plan) -> None:
 
 def print_published(plan: Plan) -> None:
     """The paper's rows beside the planned counts, and why they differ where the space file says so."""
+    from sweep.plan import compare_published
+
     for row in compare_published(plan):
         shape = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
@@ -359,6 +394,8 @@ def print_published(plan: Plan) -> None:
 
 def print_controls(plan: Plan) -> None:
     """The control arms: each one's shape, params and FLOPs, and its change against the baseline."""
+    from sweep.plan import control_rows
+
     for row in control_rows(plan):
         given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
         where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
@@ -374,6 +411,8 @@ def print_controls(plan: Plan) -> None:
 
 
 def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    from sweep.plan import compare_published, control_rows
+
     print(
         json.dumps(
             {
@@ -412,6 +451,8 @@ def way_row(way) -> dict:
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
+    from sweep.metrics import direction_words, tolerance_unit
+
     print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
     shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"])} for r in rows]
     print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
@@ -484,6 +525,8 @@ def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:
 
 def print_budgets(plan: Plan) -> None:
     """A ``budget:`` block's answer: the base and target, then each way's solved value, params and miss."""
+    from sweep.budget import percent
+
     for budget in plan.budgets:
         base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
         print(
@@ -499,6 +542,9 @@ def cmd_spaces(args) -> int:
     """Every space with its question and each profile's description (what it runs, where, how long: the
     YAML's ``profiles.NAME.description``, the one place those words live); ``sweep spaces NAME``: one space,
     with its ``why:`` too; ``--names``: only the names (with ``--profile P``, of the spaces defining P)."""
+    from sweep.space_loader import display_path, read_yaml, shipped_spaces, with_recipes
+    from workers.models import FAMILIES
+
     if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
         for name, path in shipped_spaces().items():
             if args.profile is None or args.profile in (with_recipes(read_yaml(path), path).get("profiles") or {}):
@@ -534,6 +580,7 @@ def cmd_spaces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    from sweep.plan import make_plan
     from sweep.space_loader import load_space_with_notes
 
     name, space, profile, notes = load_space_with_notes(args.space, args.profile)
@@ -555,6 +602,8 @@ def parse_tolerance(value: float | None) -> float | None:
 
 
 def cmd_sql(args) -> int:
+    from sweep.sql import run_query
+
     columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
@@ -562,6 +611,7 @@ def cmd_sql(args) -> int:
 
 def cmd_import(args) -> int:
     from sweep.importer import import_file
+    from sweep.storage import is_remote
 
     if is_remote(args.results):
         raise UsageError(
@@ -581,17 +631,24 @@ def cmd_doctor(args) -> int:
     return doctor(args)
 
 
+def cmd_compact(args) -> int:
+    from sweep.compact import compact
+
+    outcomes = compact(args.results, args.space, wait=args.wait)
+    if not outcomes:
+        print(f"nothing to compact under {args.results}/: no results files")
+    for outcome in outcomes:
+        print(f"compacted {outcome.words()}")
+    return 1 if any("disagree" in why for outcome in outcomes for why in outcome.skipped) else 0
+
+
 def cmd_report(args) -> int:
     from sweep.report import write_report
 
-    question = None
-    try:
-        _, space, _ = load_space(args.space)
-        question = space.question
-    except SweepError:
-        pass  # a space known only from imported rows has no file: the report still renders
+    # The question comes from the results (the sweeps' `spaces` rows), not the space file: reading the file
+    # would load the model and data registries (torch), and a space known only from imported rows has none.
     out = args.out or Path("reports") / args.space
-    index = write_report(args.space, args.results, out, question, tolerance=parse_tolerance(args.tolerance))
+    index = write_report(args.space, args.results, out, tolerance=parse_tolerance(args.tolerance))
     print(f"report written: {index} and {index.with_name('index.html')} (interactive, works offline)")
     return 0
 
@@ -697,6 +754,8 @@ def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int
 def cmd_data_fetch(args) -> int:
     """Fetch the space's data through ``datasets`` (its progress bars on stderr); one line per split: rows,
     bytes, the cache folder and the data's identity. A data set on disk or generated says so."""
+    from sweep.space_loader import load_space
+
     _, space, _ = load_space(args.space, args.profile)
     try:
         lines = space.data.fetch()
@@ -742,7 +801,7 @@ def add_data_parser(sub) -> None:
 
 def add_gpu_check_parser(sub) -> None:
     """`sweep gpu-check`: ``workers/gpu_check.py``'s check (what `make gpu-check` runs), for installed copies."""
-    from workers.gpu_check import add_options
+    from workers.gpu_check_options import add_options
 
     gpu = sub.add_parser("gpu-check", help="ViT-B/16 bf16 on this GPU: memory, throughput, MFU, κ (CPU: reduced)")
     add_options(gpu)
@@ -869,6 +928,12 @@ def add_results_parsers(sub) -> None:
     doctor.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     doctor.add_argument("--fix", action="store_true", help="move damaged files and temporaries to DIR/.quarantine/")
     doctor.set_defaults(func=cmd_doctor)
+
+    compact = sub.add_parser("compact", help="merge each sweep's per-trial files into one file per table")
+    compact.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    compact.add_argument("--space", action="append", help="only this space (repeatable; default: every space)")
+    compact.add_argument("--wait", action="store_true", help="if a sweep of a space is running, wait for it")
+    compact.set_defaults(func=cmd_compact)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
     report.add_argument("space", help="the space whose trials to report (a name as recorded in the results)")

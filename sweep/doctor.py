@@ -3,8 +3,10 @@
 Each Parquet file of ``trials``, ``epochs``, ``kappa`` and ``spaces`` must read whole, carry a
 ``schema_version`` this version knows (1 or 2), hold its table's key columns and give every column the
 table knows the type ``sweep/schema.py`` gives it. Temporary files (``.*.tmp``) a crash left behind are
-problems too. A (space, config_id, seed) recorded ``ok`` more than once (by two sweeps or imports) is
-reported as a note: the analysis averages every such row but counts the seed once.
+problems too, and so are files a compaction was interrupted before deleting (``sweep/compact.py``): their
+rows are in the compacted file beside them, the analysis leaves them out, but the plain ``duckdb`` shell
+would count them twice. A (space, config_id, seed) recorded ``ok`` more than once (by two sweeps or imports)
+is reported as a note: the analysis averages every such row but counts the seed once.
 
 Without ``--fix`` it only reports: one line per finding, then a summary; the exit status is 1 when a
 problem was found. With ``--fix`` it moves each file with a problem (and each temporary) to
@@ -29,8 +31,8 @@ import pyarrow.parquet as pq
 
 from sweep.errors import DoctorError
 from sweep.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
-from sweep.sql import footer_problem
-from sweep.storage import ObjectStore, is_remote
+from sweep.sql import footer, footer_problem
+from sweep.storage import ObjectStore, is_remote, superseded
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
@@ -118,6 +120,13 @@ def content_problems(data: pa.Table, table: str, shown) -> tuple[list[str], list
     return problems, notes
 
 
+def superseded_message(path) -> str:
+    return (
+        f"{path}: its rows are in a compacted file beside it (a compaction stopped before deleting it); the "
+        "analysis leaves it out, the plain duckdb shell would count it twice; `sweep compact` deletes it"
+    )
+
+
 def temporaries(results_dir: Path) -> list[Finding]:
     """Temporary files (``.*.tmp``) a writer left behind; the young ones may still be in use."""
     findings = []
@@ -170,8 +179,13 @@ def examine(results_dir: Path) -> tuple[int, list[Finding]]:
         raise DoctorError(f"no results folder at {results_dir}; give the one a sweep wrote with --results DIR")
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
-        for path in sorted((results_dir / table).glob("**/*.parquet")):
+        paths = sorted((results_dir / table).glob("**/*.parquet"))
+        replaced = superseded([(str(path), footer(path)) for path in paths])
+        for path in paths:
             checked += 1
+            if str(path) in replaced:
+                findings.append(Finding(path, superseded_message(path)))
+                continue
             file_findings, data = check_file(path, table)
             findings += file_findings
             if data is not None and table == "trials":
@@ -186,9 +200,12 @@ def examine_store(store: ObjectStore) -> tuple[int, list[Finding]]:
         raise DoctorError(f"nothing under {store}; give the prefix a sweep wrote with --results")
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
+        footers = store.footers(table)
+        replaced = superseded(footers)
         good, bad = store.readable(table)
-        checked += len(good) + len(bad)
-        findings += [Finding(path, f"{store.uri_of(path)}: {problem}") for path, problem in bad]
+        checked += len(footers)
+        findings += [Finding(path, f"{store.uri_of(path)}: {problem}") for path, problem in bad if path not in replaced]
+        findings += [Finding(path, superseded_message(store.uri_of(path))) for path in sorted(replaced)]
         for path, _ in good:
             file_findings, data = check_contents(path, table, store)
             findings += file_findings

@@ -10,8 +10,9 @@ DataFrame, on one read-only connection::
     results.sql("FROM pareto").show()             # a relation: chain DuckDB's methods, or .df(), .arrow()
 
 The views are ``sweep/views.sql``'s (what ``sweep sql`` and ``sweep report`` read); their columns are in
-docs/schema.md and docs/analysis.md. Only queries run here: results are written by sweeps and
-``sweep import``.
+docs/schema.md and docs/analysis.md. Each is created on the connection the first time it is read (with what
+it reads), as ``sweep sql`` does, so opening the results binds none of them. Only queries run here: results
+are written by sweeps and ``sweep import``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from sweep.errors import ResultsError
-from sweep.sql import check_read_only, connect
+from sweep.sql import check_read_only, connect_lazily, sql_with_views
 
 
 class Results:
@@ -31,17 +32,20 @@ class Results:
         self.results_dir = Path(results_dir)
         if not self.results_dir.is_dir():
             raise ResultsError(f"no results folder at {self.results_dir.resolve()}: run a sweep, or pass its folder")
-        self.con = connect(self.results_dir, tolerance=tolerance)
+        self.con, self._views = connect_lazily(self.results_dir, tolerance=tolerance)
+        tables = self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        self._names = sorted({row[0] for row in tables} | set(self._views.view_names))
 
     @property
     def names(self) -> list[str]:
         """Every table and view, sorted."""
-        return sorted(row[0] for row in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall())
+        return list(self._names)
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """A read-only query as a relation (``QueryError`` for anything that would write)."""
         check_read_only(self.con, query)
-        return self.con.sql(query)
+        self._views.for_query(query)
+        return sql_with_views(self.con, self._views, query)
 
     def df(self, name_or_query: str):
         """A table or view by name, or a query, as a pandas DataFrame."""
@@ -51,6 +55,7 @@ class Results:
     def __getattr__(self, name: str) -> duckdb.DuckDBPyRelation:
         if name.startswith("_") or name not in self.names:
             raise AttributeError(f"no table or view {name!r}; these exist: {', '.join(self.names)}")
+        self._views.create([name])
         return self.con.table(name)
 
     def __dir__(self) -> list[str]:  # tab completion in notebooks lists the views

@@ -644,11 +644,15 @@ def write_report(
     space: str, results_dir: Path, out_dir: Path, question: str | None = None, tolerance: float | None = None
 ) -> Path:
     """Write the report folder for ``space`` (index.md, index.html and the PNGs); returns the path of index.md.
-    ``tolerance``: judge every verdict at this tolerance (the metric's units) instead of the space's own."""
+    ``question``: None takes the one its latest sweep recorded (``space_settings``). ``tolerance``: judge
+    every verdict at this tolerance (the metric's units) instead of the space's own."""
     con = connect(results_dir, tolerance=tolerance)
     trials = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchone()[0]
     if trials == 0:
         raise UsageError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
+    if question is None:
+        recorded = con.execute("SELECT question FROM space_settings WHERE space = ?", [space]).fetchone()
+        question = recorded[0] if recorded else None
     headline = find_headline(con, space)
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,22 +9,16 @@ rows as a :class:`SearchRecord`: its study starts from them, and it trains only 
 
 from __future__ import annotations
 
-import fcntl
-import json
 import math
-import os
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.errors import SweepError, SweepLocked
+from sweep.errors import SweepError
+from sweep.options import SELECTIONS
 from sweep.plan import Plan, PlannedConfig
 from sweep.sql import connect
-from sweep.storage import LEASE_S, LockHeld, hold_lock, is_remote, locate
+from sweep.storage import sweep_lock  # noqa: F401 (its home was here; `sweep compact` needs it without torch)
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
-
-SELECTIONS = ("all", "near-break", "pareto", "top-k")
 
 
 @dataclass(frozen=True)
@@ -186,60 +180,3 @@ def describe(missing: list[Missing], total: int, dry_run: bool = False) -> str:
             f"mlp {shape.mlp_dim:<5} seeds {seeds}"
         )
     return "\n".join(lines)
-
-
-# --- one sweep per space and results folder at a time -----------------------------------------------------
-
-
-@contextmanager
-def sweep_lock(results_dir: Path, space: str, wait: bool):
-    """Hold an exclusive lock on ``results/.locks/SPACE.lock`` for the duration of a sweep or rerun.
-
-    A second one on the same space and results folder fails at once with who holds it (or, with
-    ``wait``, blocks until it is free). The lock is the kernel's (``flock``), so it is released when
-    its holder exits, even if it was killed. On object storage it is a lease on a lock object instead
-    (:func:`sweep.storage.hold_lock`).
-    """
-    results_dir = locate(results_dir)  # s3://… or gs://… text: the object store
-    if is_remote(results_dir):
-        with object_store_lock(results_dir, space, wait):
-            yield
-        return
-    lock_dir = Path(results_dir) / ".locks"
-    try:
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        handle = (lock_dir / f"{space}.lock").open("a+")
-    except OSError as exc:
-        raise SweepError(f"cannot create the lock under {lock_dir}: {exc}; is the results folder writable?") from exc
-    try:
-        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
-        try:
-            fcntl.flock(handle, flags)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            raise SweepLocked(
-                f"another sweep of {space!r} is writing to {results_dir} ({holder}); wait for it to finish, "
-                "or pass --wait to queue behind it"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-        handle.flush()
-        yield
-    finally:
-        handle.close()
-
-
-@contextmanager
-def object_store_lock(store, space: str, wait: bool):
-    """:func:`sweep_lock` on an object-store prefix: the same refusal (exit 3) and ``--wait``."""
-    try:
-        with hold_lock(store, space, wait):
-            yield
-    except LockHeld as held:
-        raise SweepLocked(
-            f"another sweep of {space!r} is writing to {store} ({held.holder}); wait for it to finish, or pass "
-            "--wait to queue behind it (a lock its holder stopped renewing is taken over after "
-            f"{LEASE_S:.0f} s)"
-        ) from None

@@ -7,6 +7,9 @@ Layout under the results folder (one glob per table for DuckDB):
     results/kappa/<space>/<sweep_id>/<trial_id>.parquet    one row per trial, epoch and attention layer
     results/spaces/<space>/<sweep_id>.parquet              one row per sweep: the space's analysis settings
 
+When a sweep ends, its per-trial files are merged into one per table,
+``<table>/<space>/<sweep_id>/compacted-<id>.parquet`` (``sweep/compact.py``); the columns are the same.
+
 Every row carries ``schema_version``; a change that renames or retypes a column bumps it.
 
 Version 2 made the analysis metric-agnostic: a trials row names its space's headline metric (``metric``,

@@ -4,26 +4,24 @@ Workers report; the driver writes. Each trial's rows are written once, when Tune
 (completed, stopped early, or errored), as one file per table, each written under a temporary name and
 renamed into place so a crash never leaves a torn file (on object storage, ``sweep/storage.py``, each file
 goes up in one request instead, which the store makes visible whole or not at all). Tune calls callbacks
-on the driver's event loop, so the work here is kept small: a few hundred rows at most per trial.
+on the driver's event loop, so the work here is kept small: a few hundred rows at most per trial. When
+the sweep ends, ``sweep/compact.py`` merges its per-trial files into one per table.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from ray import tune
 
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
-from sweep.storage import is_remote
+from sweep.storage import is_remote, write_atomic
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
@@ -67,18 +65,6 @@ def git_sha() -> str:
 
 def parse_time(value):
     return datetime.fromisoformat(value) if isinstance(value, str) else value
-
-
-def write_atomic(table, path: Path) -> None:
-    """Write ``table`` to ``path`` via a temporary file in the same folder and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        pq.write_table(table, temporary)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
 
 
 def store_table(results, table, *parts: str) -> None:

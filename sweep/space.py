@@ -11,11 +11,12 @@ Loading reports every problem in the file at once (file, key path, rule, value, 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sweep.metrics import DEFAULT_METRIC, METRICS
+from sweep.options import TRACKERS, Tracker  # noqa: F401 (TRACKERS: read from here by older code)
 from workers.config import Conditioning, ProbeSpec, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
@@ -302,10 +303,6 @@ class Control(Strict):
     label: str = Field(pattern=CONTROL_LABEL, max_length=40)
     shape: Annotated[dict[str, PositiveInt | Conditioning], Field(min_length=1)]
     why: str = ""
-
-
-Tracker = Literal["mlflow", "tensorboard", "wandb"]
-TRACKERS: tuple[str, ...] = get_args(Tracker)  # the experiment trackers a sweep can also log to (``--log``)
 
 
 class MLflowSettings(Strict):

@@ -13,11 +13,16 @@ Ceph); GCS takes Google's application default credentials. The layout under the 
   the files to DuckDB as pyarrow datasets, which DuckDB scans itself. DuckDB's own ``httpfs`` extension is
   not in the duckdb wheel and would be downloaded on first use; pyarrow's S3 and GCS clients are.
 - One sweep per space and prefix: :func:`hold_lock`, a lease on an object ``.locks/SPACE.lock``.
+
+Both kinds share :class:`Footer`, what a file's Parquet footer says (readable or why not, its schema, and for a
+compacted file the files it replaced: ``sweep/compact.py``), and :func:`superseded`, the files a reader leaves
+out because a compacted file in their folder holds their rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
@@ -25,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +43,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sweep.errors import ResultsError, SweepError
+from sweep.errors import ResultsError, SweepError, SweepLocked
 
 log = logging.getLogger("sweep.storage")
 
@@ -45,7 +51,67 @@ SCHEMES = ("s3", "gs", "gcs")  # what pyarrow's from_uri opens as object storage
 LEASE_S = 120.0  # a lock not renewed for this long is stale: its holder is gone (renewed every LEASE_S / 4)
 POLL_S = 2.0  # how often a waiting sweep looks at the lock again
 FOOTER_THREADS = 16  # footers read at once: each is a ranged GET, mostly waiting on the network
-_footers: dict[tuple[str, int, int], tuple[str | None, pa.Schema | None]] = {}  # (path, size, mtime) -> read once
+# A compacted file's key-value metadata: the names (in its own folder) of the files whose rows it holds
+REPLACES_KEY = b"sweep.replaces"
+
+
+@dataclass(frozen=True)
+class Footer:
+    """What a results file's Parquet footer says: why it cannot be read (None when it can), its schema, and,
+    for a compacted file, the names of the files in its folder whose rows it holds."""
+
+    problem: str | None
+    schema: pa.Schema | None = None
+    replaces: tuple[str, ...] = ()
+
+
+_footers: dict[tuple[str, int, int], Footer] = {}  # (path, size, mtime) -> read once per process
+
+
+def read_footer(path: str, filesystem: pafs.FileSystem | None = None) -> Footer:
+    """``path``'s :class:`Footer` (a local path, or an object's path in ``filesystem``)."""
+    try:
+        metadata = pq.read_metadata(path, filesystem=filesystem)
+        schema = metadata.schema.to_arrow_schema()
+        replaces = json.loads((metadata.metadata or {}).get(REPLACES_KEY, b"[]"))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        return Footer(f"cannot be read as Parquet: {detail}")
+    return Footer(None, schema.remove_metadata(), tuple(str(name) for name in replaces))
+
+
+def cached_footer(path: str, size: int, mtime_ns: int, filesystem: pafs.FileSystem | None = None) -> Footer:
+    """:func:`read_footer`, remembered per (path, size, modification time): a process that connects often (the
+    report, adaptive reruns) reads each footer once."""
+    key = (path, size, mtime_ns)
+    if key not in _footers:
+        _footers[key] = read_footer(path, filesystem)
+    return _footers[key]
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """(folder, name) of a ``/``-separated path, local or an object's."""
+    folder, _, name = str(path).rpartition("/")
+    return folder, name
+
+
+def superseded(footers: Iterable[tuple[str, Footer]]) -> set[str]:
+    """The paths among ``footers`` whose rows a compacted file in the same folder holds: left out by every
+    reader, deleted by ``sweep compact``. A compacted file replaced by a later one is among them."""
+    replaced = {(split_path(path)[0], name) for path, footer in footers for name in footer.replaces}
+    return {path for path, _ in footers if split_path(path) in replaced}
+
+
+def write_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` via a temporary file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, temporary)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
 
 
 def is_remote(results) -> bool:
@@ -143,26 +209,27 @@ class ObjectStore:
     def move(self, source: str, target: str) -> None:
         self.filesystem.move(source, target)
 
-    def footer(self, info: pafs.FileInfo) -> tuple[str | None, pa.Schema | None]:
-        """(why the object cannot be read as Parquet, or None; its schema when it can), remembered per (path,
-        size, modification time) as ``sweep/sql.py`` does for a folder's files."""
-        key = (info.path, info.size or 0, info.mtime_ns or 0)
-        if key not in _footers:
-            try:
-                schema = pq.read_metadata(info.path, filesystem=self.filesystem).schema.to_arrow_schema()
-                _footers[key] = (None, schema)
-            except (pa.ArrowException, OSError, ValueError) as exc:
-                detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-                _footers[key] = (f"cannot be read as Parquet: {detail}", None)
-        return _footers[key]
+    def delete(self, path: str) -> None:
+        self.filesystem.delete_file(path)
+
+    def footer(self, info: pafs.FileInfo) -> Footer:
+        """The object's :class:`Footer`, remembered per (path, size, modification time)."""
+        return cached_footer(info.path, info.size or 0, info.mtime_ns or 0, self.filesystem)
+
+    def footers(self, folder: str) -> list[tuple[str, Footer]]:
+        """(path, footer) of every Parquet file under ``folder`` (a table, or a table's space: ``trials/SPACE``),
+        in path order; the footers read at once."""
+        infos = self.files(folder)
+        with ThreadPoolExecutor(FOOTER_THREADS) as pool:
+            return list(zip((i.path for i in infos), pool.map(self.footer, infos), strict=True))
 
     def readable(self, table: str) -> tuple[list[tuple[str, pa.Schema]], list[tuple[str, str]]]:
-        """A table's files: (path, schema) of those whose footer reads, and (path, why) of the others."""
-        infos = self.files(table)
-        with ThreadPoolExecutor(FOOTER_THREADS) as pool:
-            footers = list(pool.map(self.footer, infos))
-        good = [(i.path, schema) for i, (problem, schema) in zip(infos, footers, strict=True) if problem is None]
-        bad = [(i.path, problem) for i, (problem, _) in zip(infos, footers, strict=True) if problem]
+        """A table's files: (path, schema) of those the analysis reads, and (path, why) of the damaged ones.
+        Files a compacted file holds (:func:`superseded`) are in neither."""
+        footers = self.footers(table)
+        replaced = superseded(footers)
+        good = [(path, f.schema) for path, f in footers if f.problem is None and path not in replaced]
+        bad = [(path, f.problem) for path, f in footers if f.problem]
         return good, bad
 
 
@@ -444,3 +511,60 @@ def hold_lock(store: ObjectStore, space: str, wait: bool, lease_s: float = LEASE
         yield
     finally:
         renewal.release()
+
+
+# --- one sweep per space and results folder at a time -----------------------------------------------------
+
+
+@contextmanager
+def sweep_lock(results_dir: Path, space: str, wait: bool):
+    """Hold an exclusive lock on ``results/.locks/SPACE.lock`` for the duration of a sweep or rerun.
+
+    A second one on the same space and results folder fails at once with who holds it (or, with
+    ``wait``, blocks until it is free). The lock is the kernel's (``flock``), so it is released when
+    its holder exits, even if it was killed. On object storage it is a lease on a lock object instead
+    (:func:`hold_lock`).
+    """
+    results_dir = locate(results_dir)  # s3://… or gs://… text: the object store
+    if is_remote(results_dir):
+        with object_store_lock(results_dir, space, wait):
+            yield
+        return
+    lock_dir = Path(results_dir) / ".locks"
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        handle = (lock_dir / f"{space}.lock").open("a+")
+    except OSError as exc:
+        raise SweepError(f"cannot create the lock under {lock_dir}: {exc}; is the results folder writable?") from exc
+    try:
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.flock(handle, flags)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise SweepLocked(
+                f"another sweep of {space!r} is writing to {results_dir} ({holder}); wait for it to finish, "
+                "or pass --wait to queue behind it"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+@contextmanager
+def object_store_lock(store, space: str, wait: bool):
+    """:func:`sweep_lock` on an object-store prefix: the same refusal (exit 3) and ``--wait``."""
+    try:
+        with hold_lock(store, space, wait):
+            yield
+    except LockHeld as held:
+        raise SweepLocked(
+            f"another sweep of {space!r} is writing to {store} ({held.holder}); wait for it to finish, or pass "
+            "--wait to queue behind it (a lock its holder stopped renewing is taken over after "
+            f"{LEASE_S:.0f} s)"
+        ) from None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from workers.probes.kappa import gaussian_edges_kappa, theorem_kappa
+from workers.probes.gaussian import gaussian_edges_kappa, theorem_kappa
 
 # D/N at and above which the theorem's D ≫ N reading is taken as met (its estimate is then within ~5% of
 # sampled Gaussian heads: tests/test_kappa.py)

@@ -178,6 +178,16 @@ def test_report_renders_and_states_the_answer(planted, tmp_path):
         assert f"]({picture})" in text
 
 
+def test_report_without_a_question_states_the_one_its_latest_sweep_recorded(planted, tmp_path):
+    """`sweep report` reads the question from the results (the sweeps' `spaces` rows), not from the space file,
+    whose loading would import torch."""
+    from sweep.sink import record_space
+
+    record_space(planted, "plant", "later-sweep", None, "Where, recorded, does it break?")
+    assert main(["report", "plant", "--results", str(planted), "--out", str(tmp_path / "report")]) == 0
+    assert "> Where, recorded, does it break?" in (tmp_path / "report" / "index.md").read_text()
+
+
 def test_kappa_theory_command(capsys):
     assert main(["kappa-theory", "--tokens", "16", "--head-dim", "64", "--heads", "1,16", "--format", "json"]) == 0
     out = capsys.readouterr().out

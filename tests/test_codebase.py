@@ -84,6 +84,43 @@ def test_the_facade_loads_lazily_and_names_real_functions():
     assert int(done.stdout) > 0
 
 
+ANALYSIS_RUN = """
+import json, sys
+from sweep.cli import main
+results, out = sys.argv[1], sys.argv[2]
+codes = []
+for argv in (["--help"], ["sql", "SELECT count(*) FROM depth_edge", "--results", results],
+             ["doctor", "--results", results], ["compact", "--results", results],
+             ["report", "plant", "--results", results, "--out", out]):
+    try:
+        codes.append(main(argv))
+    except SystemExit as exit:
+        codes.append(exit.code)
+from sweep import open_results
+rows = len(open_results(results).vs_baseline.fetchall())
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "torchvision", "timm", "transformers", "ray"))
+print(json.dumps({"codes": codes, "rows": rows, "heavy": heavy}))
+"""
+
+
+def test_the_analysis_commands_and_open_results_load_no_model_library_nor_ray(tmp_path):
+    """`sweep --help`, `sql`, `doctor`, `compact`, `report` and `open_results` read results only: none may load
+    torch (seconds of start-up for every query) or Ray."""
+    import json
+
+    from sweep.importer import import_file
+    from tests.helpers import PLANTED_MEANS, planted_rows, write_csv
+
+    results = tmp_path / "results"
+    import_file(write_csv(tmp_path / "plant.csv", planted_rows("plant", PLANTED_MEANS, noise=0.05)), results)
+    done = subprocess.run([sys.executable, "-c", ANALYSIS_RUN, str(results), str(tmp_path / "report")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["codes"] == [0, 0, 0, 0, 0] and found["rows"] == len(PLANTED_MEANS)
+    assert found["heavy"] == []
+
+
 def test_config_imports_no_data_module():
     """The model, recipe and probe settings sit below the data sets: each data set's module builds on them."""
     assert not {m for m in imported_modules(ROOT / "workers" / "config.py") if m.startswith("workers.data")}

@@ -19,9 +19,11 @@ import pyarrow.fs as pafs
 import pytest
 import ray
 
+import sweep.compact
 import sweep.storage
 import sweep.tuner
 from sweep.cli import main
+from sweep.compact import COMPACTED_PREFIX, compact_space
 from sweep.errors import SweepLocked
 from sweep.rerun import sweep_lock
 from sweep.sink import ParquetSink
@@ -120,6 +122,47 @@ def test_a_damaged_object_is_left_out_then_doctor_sets_it_aside(prefix, capsys):
     )
     assert main(["doctor", "--results", prefix]) == 0
     assert "no problems" in capsys.readouterr().out
+
+
+class Killed(BaseException):
+    """Stands for the process dying mid-way (not an Exception: nothing catches it)."""
+
+
+def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_half_way(prefix, capsys, monkeypatch):
+    """`sweep compact` against the bucket: one object per sweep folder and table; stopped after a merged object
+    is stored and before the objects it holds are deleted, nothing is counted twice; run again, it finishes."""
+    store = ObjectStore(prefix)
+    for sweep_id, seeds in (("sweepA", range(3)), ("sweepB", range(3, 5))):
+        sink = ParquetSink(store, sweep_id)
+        for seed in seeds:
+            trial = fake_trial(f"t{seed}", seed=seed)
+            sink.on_trial_result(0, [], trial, epoch_result(1, 80.0))
+            sink.on_trial_result(0, [], trial, {"record": record()})
+            sink.on_trial_complete(0, [], trial)
+    queries = ("SELECT trial_id, seed, status, top1 FROM trials ORDER BY ALL", "SELECT * FROM kappa ORDER BY ALL")
+    before = [sql(prefix, query, capsys) for query in queries]
+    assert len(before[0]) == 5 and len(before[1]) == 5 * 4
+
+    def killed(self, path):
+        raise Killed
+
+    monkeypatch.setattr(sweep.compact.Prefix, "delete", killed)
+    with pytest.raises(Killed):
+        compact_space(store, "unit")
+    monkeypatch.undo()
+    stored = objects(prefix)
+    assert [n for n in stored if n.startswith("trials/unit/sweepA/")][-3:] == [f"trials/unit/sweepA/t{i}.parquet"
+                                                                              for i in range(3)]  # fmt: skip
+    assert sum(n.startswith("trials/unit/sweepA/compacted-") for n in stored) == 1
+    assert [sql(prefix, query, capsys) for query in queries] == before  # the three superseded objects left out
+    assert main(["doctor", "--results", prefix]) == 1
+    assert capsys.readouterr().out.count("its rows are in a compacted file beside it") == 3
+    assert main(["compact", "--results", prefix]) == 0
+    assert "unit: 12 files merged into 5; 3 files an interrupted compaction left deleted" in capsys.readouterr().out
+    stored = objects(prefix)
+    assert len(stored) == 6 and all(n.split("/")[3].startswith(COMPACTED_PREFIX) for n in stored), stored
+    assert [sql(prefix, query, capsys) for query in queries] == before
+    assert main(["doctor", "--results", prefix]) == 0
 
 
 @pytest.fixture(params=["S3Objects", "PlainObjects"])

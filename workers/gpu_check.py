@@ -43,12 +43,12 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from workers.config import ModelSpec, TrainSpec
 from workers.devices import synchronize
+from workers.gpu_check_options import add_options
 from workers.models import build_model
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
@@ -130,23 +130,6 @@ class Figures:
     latency_b1_ms: float = 0.0
     wall_s: float = 0.0
     checks: list[dict] = field(default_factory=list)
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The check's options (shared by ``python -m workers.gpu_check`` and ``sweep gpu-check``)."""
-    parser.add_argument("--device", default="auto", help="auto (cuda if visible, else the CPU mode), cuda, cuda:N, cpu")
-    parser.add_argument("--batch-size", type=int, help="training batch (CUDA: 128, CPU: 16)")
-    parser.add_argument("--infer-batch-size", type=int, help="inference batch (CUDA: 256, CPU: 32)")
-    parser.add_argument("--steps", type=int, help="timed training steps (CUDA: 30, CPU: 5)")
-    parser.add_argument("--warmup", type=int, help="untimed training steps before them (CUDA: 5, CPU: 1)")
-    parser.add_argument("--infer-steps", type=int, help="timed inference passes (CUDA: 20, CPU: 3)")
-    parser.add_argument("--latency-iters", type=int, help="timed batch-1 passes (CUDA: 50, CPU: 5)")
-    parser.add_argument("--kappa-samples", type=int, help="images κ is computed on (CUDA: 8, CPU: 4)")
-    parser.add_argument("--peak-size", type=int, help="N of the N×N matmul peak (CUDA: 8192, CPU: 1024)")
-    parser.add_argument("--peak-matmuls", type=int, help="matmuls per timed window (CUDA: 20, CPU: 2)")
-    parser.add_argument("--peak-repeats", type=int, default=4, help="timed windows; the fastest counts")
-    parser.add_argument("--compile", action="store_true", help="train.compile: torch.compile the training step")
-    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
 
 
 def choose_mode(device_name: str) -> tuple[torch.device, Mode]:

@@ -28,7 +28,6 @@ the one the output projection receives, A · C: the same diagonal C is applied t
 
 from __future__ import annotations
 
-import math
 import statistics
 
 import torch
@@ -39,6 +38,7 @@ from workers.conditioning import is_causal, precondition_blocks
 from workers.config import ModelSpec
 from workers.families.base import PerImageBlocks
 from workers.models import kappa_layers
+from workers.probes.gaussian import gaussian_edges_kappa, theorem_kappa  # noqa: F401 (their home was here)
 
 
 def condition_number(matrices: torch.Tensor) -> torch.Tensor:
@@ -130,30 +130,6 @@ def summarise_kappa(rows: list[dict]) -> dict[str, float]:
         "kappa_mean": statistics.fmean(row["kappa"] for row in rows),
         "kappa_max": max(row["kappa_max"] for row in rows),
     }
-
-
-def theorem_kappa(n_tokens: int, width: int) -> float:
-    """Theorem 3.2's estimate for i.i.d. Gaussian heads, D = h·d ≫ N: (√D + √N) / (√D − √N).
-
-    The ratio of the edges of the Marchenko–Pastur support; meaningless (returned as inf) for D ≤ N.
-    """
-    if width <= n_tokens:
-        return math.inf
-    root_d, root_n = math.sqrt(width), math.sqrt(n_tokens)
-    return (root_d + root_n) / (root_d - root_n)
-
-
-def gaussian_edges_kappa(n_tokens: int, width: int) -> float:
-    """κ of an N×D matrix of i.i.d. Gaussian entries for large N and D, either shape: the ratio of the edges of
-    the Marchenko–Pastur support of its singular values, (√max(N,D) + √min(N,D)) / |√D − √N| (Bai–Yin).
-
-    Equals :func:`theorem_kappa` where D > N; where D < N it is the same law read for a tall matrix, and it
-    grows with D towards the square case D = N (returned as inf), where the smallest singular value
-    vanishes."""
-    if width == n_tokens:
-        return math.inf
-    root_d, root_n = math.sqrt(width), math.sqrt(n_tokens)
-    return (root_d + root_n) / abs(root_d - root_n)
 
 
 def gaussian_heads_kappa(n_tokens: int, head_dim: int, num_heads: int, samples: int = 32, seed: int = 0) -> list[float]:

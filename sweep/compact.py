@@ -22,9 +22,10 @@ Nothing is lost and nothing is counted twice, wherever a compaction is killed:
    then.
 
 One writer: ``sweep compact`` holds each space's sweep lock while it compacts that space, so it never merges
-a folder that a sweep, a rerun or an import is still writing; a space whose lock is held is skipped, and
-said so. A file that cannot be read (damaged) stays where it is, for ``sweep doctor``; a folder whose files
-disagree on a column's type is left as it is and reported.
+a folder that a sweep or a rerun is still writing; a space whose lock is held is skipped, and said so. (An
+import writes one file per table into a folder of its own, and a folder of one file is never merged.) A
+file that cannot be read (damaged) stays where it is, for ``sweep doctor``; a folder whose files disagree
+on a column's type is left as it is and reported.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class Compaction:
             return f"{self.space}: " + "; ".join(self.skipped)
         parts = [f"{self.merged} files merged into {self.written}" if self.written else "nothing to merge"]
         if self.leftovers:
-            parts.append(f"{self.leftovers} files an interrupted compaction left deleted")
+            parts.append(f"deleted {self.leftovers} files an interrupted compaction left")
         parts += self.skipped
         return f"{self.space}: " + "; ".join(parts)
 

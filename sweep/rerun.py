@@ -16,7 +16,7 @@ from pathlib import Path
 from sweep.errors import SweepError
 from sweep.options import SELECTIONS
 from sweep.plan import Plan, PlannedConfig
-from sweep.sql import connect
+from sweep.sql import connect, connect_lazily
 from sweep.storage import sweep_lock  # noqa: F401 (its home was here; `sweep compact` needs it without torch)
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
 
@@ -29,7 +29,8 @@ class Missing:
 
 def recorded_pairs(results_dir: Path, space: str) -> set[tuple[str, int]]:
     """(config_id, seed) pairs of ``space`` already in the results with a recorded outcome."""
-    con = connect(results_dir)
+    con, views = connect_lazily(results_dir)
+    views.create(["trials"])  # the trials files only: no analysis view is read
     statuses = ", ".join(f"'{s}'" for s in RECORDED_STATUSES)
     rows = con.execute(
         f"SELECT DISTINCT config_id, seed FROM trials WHERE space = ? AND status IN ({statuses})", [space]

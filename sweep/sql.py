@@ -66,10 +66,6 @@ def glob_view_name(table: str) -> str:
 TABLE_VIEWS = {glob_view_name(table): table for table in ALL_TABLES}  # view over a table's files -> the table
 
 
-def table_glob(results_dir: Path, table: str) -> str:
-    return str(Path(results_dir).resolve() / table / "**" / "*.parquet")
-
-
 def connect(
     results_dir: Path | ObjectStore, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
 ) -> duckdb.DuckDBPyConnection:
@@ -147,8 +143,8 @@ class Views:
     Binding every analysis view costs about half a second whatever the results hold, and each table's view
     lists and checks that table's files; :meth:`for_query` creates only what a query names, with what that
     reads, in the file's order (``attach(table)`` creates a table's view over its files and returns the
-    damaged files it left out). A query that lists
-    what exists (``information_schema``, ``SHOW TABLES``, ``duckdb_views()``) gets everything."""
+    damaged files it left out). A query that lists what exists (``information_schema``, ``SHOW TABLES``,
+    ``duckdb_views()``) gets everything."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, text: str, attach: Callable[[str], list]):
         self.con, self.attach = con, attach
@@ -180,13 +176,17 @@ class Views:
                 self.con.execute(definition.sql)
                 self.created.add(definition.name)
 
+    @property
+    def everything(self) -> set[str]:
+        return {*TABLE_VIEWS, *self.definitions}
+
     def create_all(self) -> None:
-        self.create([*TABLE_VIEWS, *self.definitions])
+        self.create(self.everything)
 
     def for_query(self, query: str) -> None:
         """Create what ``query`` reads: the definitions it names (all of them when it lists the catalog)."""
         named = words(query)
-        self.create([*TABLE_VIEWS, *self.definitions] if named & CATALOG_WORDS else named)
+        self.create(self.everything if named & CATALOG_WORDS else named)
 
 
 def attach_folder_table(con: duckdb.DuckDBPyConnection, results_dir: Path, table: str) -> list[tuple[Path, str]]:
@@ -350,7 +350,7 @@ def sql_with_views(con: duckdb.DuckDBPyConnection, views: Views, query: str) -> 
     try:
         return con.sql(query)
     except duckdb.CatalogException:
-        if views.created >= set(views.definitions):
+        if views.created >= views.everything:
             raise
         views.create_all()
         return con.sql(query)

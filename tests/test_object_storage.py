@@ -158,7 +158,7 @@ def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_ha
     assert main(["doctor", "--results", prefix]) == 1
     assert capsys.readouterr().out.count("its rows are in a compacted file beside it") == 3
     assert main(["compact", "--results", prefix]) == 0
-    assert "unit: 12 files merged into 5; 3 files an interrupted compaction left deleted" in capsys.readouterr().out
+    assert "unit: 12 files merged into 5; deleted 3 files an interrupted compaction left" in capsys.readouterr().out
     stored = objects(prefix)
     assert len(stored) == 6 and all(n.split("/")[3].startswith(COMPACTED_PREFIX) for n in stored), stored
     assert [sql(prefix, query, capsys) for query in queries] == before

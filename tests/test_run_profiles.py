@@ -13,7 +13,7 @@ import ray
 import ray.cloudpickle
 from ray import tune
 
-import sweep.cli
+import sweep.rerun
 import sweep.tuner
 import sweep.validation
 from sweep.cli import main
@@ -42,11 +42,12 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
     """``sweep run SPACE --profile P`` up to the moment trials would start. The data sets themselves are not
     read (most live on a cluster's disks; their absence is a fast exit 2, tested in test_spaces.py), and
     ``Tuner.fit`` is replaced by a no-op: what is checked is everything before it. Each results folder is
-    new, so the resume checks are answered directly (they would build every analysis view, about a second,
+    new, so the resume checks are answered directly (they would list each folder and bind the trials view,
     63 times; the trial runs below go through them)."""
     monkeypatch.setattr(sweep.validation, "check_data", lambda space, ref: None)
-    monkeypatch.setattr(sweep.cli, "recorded_pairs", lambda results, space: set())
-    monkeypatch.setattr(sweep.cli, "search_record", lambda results, plan: SearchRecord(plan.seeds[0]))
+    # cmd_run and run_search import these from sweep.rerun when they run: patched there
+    monkeypatch.setattr(sweep.rerun, "recorded_pairs", lambda results, space: set())
+    monkeypatch.setattr(sweep.rerun, "search_record", lambda results, plan: SearchRecord(plan.seeds[0]))
     monkeypatch.setattr(sweep.tuner, "load_arrays", lambda spec: None)
     monkeypatch.setattr(tune.Tuner, "fit", lambda self: None)
     checked = {}

@@ -930,7 +930,7 @@ def add_results_parsers(sub) -> None:
     doctor.set_defaults(func=cmd_doctor)
 
     compact = sub.add_parser("compact", help="merge each sweep's per-trial files into one file per table")
-    compact.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS)
+    compact.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     compact.add_argument("--space", action="append", help="only this space (repeatable; default: every space)")
     compact.add_argument("--wait", action="store_true", help="if a sweep of a space is running, wait for it")
     compact.set_defaults(func=cmd_compact)

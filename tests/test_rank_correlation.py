@@ -1,5 +1,6 @@
 """workers/rank_correlation.py, the one Spearman's ρ that GLUE's STS-B metric and the report both use,
-checked against scipy: ties on either side, a constant side, NaN."""
+checked against scipy: ties on either side, a constant side, NaN, and the report's reading of it (None where
+scipy says NaN, or with fewer than 3 points)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata, spearmanr
 
+from sweep.report.sections import spearman
 from workers.data.glue import spearman_pct
 from workers.rank_correlation import average_ranks, spearman_rho
 
@@ -30,6 +32,7 @@ def test_ranks_and_rho_match_scipy_with_ties(seed):
     expected = spearmanr(x, y).statistic
     assert not math.isnan(expected)
     assert spearman_rho(x, y) == pytest.approx(expected, abs=1e-12)
+    assert spearman(list(x), list(y)) == pytest.approx(expected, abs=1e-12)  # the report's
     assert spearman_pct(x, y) == pytest.approx(100 * expected, abs=1e-9)  # GLUE's, in percent
 
 
@@ -40,10 +43,12 @@ def test_a_constant_side_or_nan_is_undefined():
     assert math.isnan(spearman_rho([3, 3, 3, 3], y)) and math.isnan(spearman_rho(y, [3, 3, 3, 3]))
     assert math.isnan(spearman_rho([1, 2, float("nan"), 4], y))
     assert math.isnan(spearman_rho([1.0], [2.0]))  # one point: constant on both sides
+    assert spearman([3, 3, 3, 3], y) is None  # the report says "n/a", never NaN
 
 
-def test_either_order_gives_plus_or_minus_one():
-    assert spearman_rho([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
+def test_the_report_needs_three_points_and_either_order_gives_plus_or_minus_one():
+    assert spearman([1.0, 2.0], [2.0, 1.0]) is None
+    assert spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
     assert spearman_rho([4, 3, 2, 1], [0.0, 1.0, 2.5, 5.0]) == pytest.approx(-1.0)
 
 

@@ -13,7 +13,8 @@ from torch import nn
 
 from sweep.cli import build_parser, load_plan
 from sweep.plan import trial_payload
-from sweep.report import loader_bound_section
+from sweep.report.data import data_wait_fractions
+from sweep.report.sections import loader_bound_section
 from sweep.schema import TRIALS
 from sweep.sink import RECORD_COLUMNS
 from workers.config import TrainSpec
@@ -193,12 +194,13 @@ def test_report_names_loader_bound_trials():
         "CREATE VIEW trials AS FROM (VALUES ('s', 0.5), ('s', 0.25), ('s', 0.01), ('s', NULL), ('other', 0.9)) "
         "AS t(space, data_wait_fraction)"
     )
-    section = loader_bound_section(con, "s")
+    section = loader_bound_section(data_wait_fractions(con, "s"))
     assert "2 of 3 trials" in section and "worst 50%" in section
+    assert loader_bound_section([0.5, 0.25, 0.01]) == section  # the section reads the gathered fractions only
     con.execute("CREATE OR REPLACE VIEW trials AS FROM (VALUES ('s', 0.01)) AS t(space, data_wait_fraction)")
-    assert loader_bound_section(con, "s") == ""
+    assert loader_bound_section(data_wait_fractions(con, "s")) == ""
     con.execute("CREATE OR REPLACE VIEW trials AS FROM (VALUES ('s', 1)) AS t(space, top1)")  # older results
-    assert loader_bound_section(con, "s") == ""
+    assert loader_bound_section(data_wait_fractions(con, "s")) == ""
 
 
 def test_data_workers_flag_reaches_the_trial_configs_and_keeps_config_ids():

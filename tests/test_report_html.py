@@ -15,7 +15,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.importer import import_file
-from sweep.report_html import FIGURE_IDS, front_on
+from sweep.report.html import FIGURE_IDS, front_on
 from sweep.schema import SCHEMA_VERSION, table_from_rows
 from sweep.sql import connect
 from tests.test_analysis import PLANTED_MEANS, trial_row, write_csv

@@ -56,6 +56,7 @@ from typing import Literal
 import numpy as np
 
 from workers.data.cache import atomic_file
+from workers.rank_correlation import average_ranks, spearman_rho
 from workers.vocabulary import did_you_mean
 
 __all__ = [
@@ -366,30 +367,12 @@ def matthews_pct(pred, labels) -> float:
     return 0.0 if denominator == 0 else 100.0 * covariance / np.sqrt(denominator)
 
 
-def average_ranks(values) -> np.ndarray:
-    """Ranks 1…n of ``values`` (float64), tied values sharing the mean of their ranks (scipy's
-    ``rankdata(method="average")``)."""
-    values = np.asarray(values)
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts).astype(np.float64)  # the last rank of each distinct value
-    return (ends - (counts - 1) / 2.0)[inverse.reshape(-1)]
-
-
 def spearman_pct(pred, target) -> float:
-    """Spearman rank correlation in percent: the Pearson correlation of the two sides' average ranks (ties
-    share the mean of their ranks). NaN, as scipy's ``spearmanr``, when one side is constant (the correlation
-    is undefined) or any value is NaN (scipy's default ``nan_policy="propagate"``); :func:`task_score` turns
-    that NaN into 0."""
+    """Spearman rank correlation in percent: :func:`workers.rank_correlation.spearman_rho` × 100, so NaN, as
+    scipy's ``spearmanr``, when one side is constant (the correlation is undefined) or any value is NaN;
+    :func:`task_score` turns that NaN into 0."""
     pred, target = _pair(pred, target)
-    pred, target = pred.astype(np.float64), target.astype(np.float64)
-    if np.isnan(pred).any() or np.isnan(target).any():
-        return float("nan")
-    x, y = average_ranks(pred), average_ranks(target)
-    x, y = x - x.mean(), y - y.mean()
-    denominator = np.sqrt(float(x @ x) * float(y @ y))
-    if denominator == 0:
-        return float("nan")
-    return float(100.0 * np.clip(float(x @ y) / denominator, -1.0, 1.0))
+    return 100.0 * spearman_rho(pred, target)
 
 
 METRIC_FUNCTIONS = {"accuracy": accuracy_pct, "f1": f1_pct, "mcc": matthews_pct, "spearman": spearman_pct}

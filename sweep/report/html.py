@@ -1,5 +1,5 @@
 """``reports/<space>/index.html``: the report's answer paragraph and three interactive figures, built with
-plotly from the rows :func:`sweep.report.gather` already queried (no SQL of its own).
+plotly from the rows :func:`sweep.report.data.gather` already queried (no SQL of its own).
 
     the answer        the same paragraph as index.md's
     Δ heatmap         depth × (heads, head_dim), Δscore against the baseline; the hover gives the 95% interval,
@@ -24,10 +24,10 @@ from plotly.colors import diverging
 from plotly.subplots import make_subplots
 
 from sweep.metrics import direction_words, format_delta, format_score
+from sweep.report.data import ReportData
+from sweep.report.headline import Headline
+from sweep.report.shapes import kv_words, short_shape
 from sweep.text import plural
-
-# ``headline`` below is a sweep.report.Headline and ``data`` a sweep.report.ReportData; not imported, as
-# sweep.report imports this module (tests/test_codebase.py forbids cycles, lazy or typing-only ones too).
 
 # (column of `configs`, axis title): the costs the Pareto panels put the score against
 PARETO_COSTS = (
@@ -44,7 +44,7 @@ p{line-height:1.45} code{background:#f3f3f3;padding:0 .2em} .caption{color:#555;
 blockquote{color:#555;border-left:3px solid #ccc;margin-left:0;padding-left:1em}"""
 
 
-def write_html(path: Path, space: str, question: str | None, headline, data, answer: str) -> Path:
+def write_html(path: Path, space: str, question: str | None, headline: Headline, data: ReportData, answer: str) -> Path:
     """Write index.html: ``answer`` (index.md's answer paragraph, Markdown) and the three figures."""
     figures = [
         (f"Δ{headline.name} against the baseline", heatmap_caption(headline), heatmap_figure(data.verdicts, headline)),
@@ -102,12 +102,6 @@ def heatmap_caption(headline) -> str:
 def kv_heads(row: dict) -> int:
     """Key/value heads (rows without the column: multi-head attention, as many as heads)."""
     return row.get("num_kv_heads") or row["num_heads"]
-
-
-def kv_words(row: dict) -> str:
-    """``, 4 key/value heads`` for grouped-query attention; nothing for multi-head attention."""
-    kv = kv_heads(row)
-    return "" if kv == row["num_heads"] else f", {kv} key/value head{'s' if kv > 1 else ''}"
 
 
 def heatmap_cell(row: dict, headline) -> tuple[str, str]:
@@ -230,7 +224,7 @@ def pareto_panel(figure: go.Figure, col: int, done: list[dict], front: list[dict
 
     errors = {"type": "data", "array": [c["score_se"] or 0 for c in done], "visible": True}
     add(done, mode="markers", name="config (± s.e.)", marker={"color": "#999"}, error_y=errors)
-    labels = [f"{c['depth']}×{c['num_heads']}" + (f"/{kv_heads(c)}kv" if kv_words(c) else "") for c in front]
+    labels = [short_shape(c) for c in front]
     add(front, mode="lines+markers+text", name="Pareto front", line={"color": "#264653"}, text=labels,
         textposition="top right", cliponaxis=False)  # fmt: skip
     star = {"symbol": "star", "size": 16, "color": "#e76f51"}

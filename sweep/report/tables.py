@@ -1,0 +1,43 @@
+"""The report's Markdown tables: a cell as people read it, a table, and the columns each shared table shows."""
+
+from __future__ import annotations
+
+from sweep.sql import format_value
+from sweep.text import readable
+
+# κ at or above this is a numerically rank-deficient block, not a measurement: float64 carries about 16 digits
+# (eps = 2.2e-16) and an SVD's error in σ_min is about N·eps·σ_1, so for blocks of N ≥ 5 tokens a σ_min
+# below σ_1 · 1e-15 cannot be told from zero. The report says so wherever such a κ appears.
+KAPPA_RANK_DEFICIENT = 1e15
+
+
+def table_cell(column: str, value) -> str:
+    """One Markdown cell: numbers as people read them (``readable``), κ beyond float64 precision named."""
+    if value is None:
+        return ""
+    if column.startswith("kappa") and isinstance(value, float) and value >= KAPPA_RANK_DEFICIENT:
+        return f"{readable(value)} (rank-deficient)"
+    return readable(value) if isinstance(value, int | float) else format_value(value)
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    if not rows:
+        return "_(no rows)_\n"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(table_cell(c, row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+FRONT_COLUMNS = ["depth", "num_heads", "head_dim", "score_mean", "score_se", "params", "train_samples_per_s",
+                 "infer_samples_per_s", "peak_mem_bytes"]  # fmt: skip
+
+
+KAPPA_COLUMNS = ["depth", "num_heads", "head_dim", "attn_dim", "kappa_median", "score_mean"]
+
+
+VERDICT_COLUMNS = ["depth", "num_heads", "head_dim", "attn_dim", "mlp_dim", "n_seeds", "score_mean", "delta",
+                   "delta_lo", "delta_hi", "verdict", "evidence", "delta_params_pct", "delta_train_throughput_pct",
+                   "delta_infer_throughput_pct", "delta_mem_pct"]  # fmt: skip
+
+
+INFEASIBLE_COLUMNS = ["trials", "diverged_fraction", "oom_fraction", "error_fraction", "pruned_fraction"]

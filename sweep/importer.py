@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.errors import ImportRejected, ResultsError, SpaceError
-from sweep.metrics import DEFAULT_METRIC, METRICS, PERCENT_METRICS, direction_words, natural_mode
+from sweep.metrics import DEFAULT_METRIC, METRICS, direction_words, natural_mode
 from sweep.plan import enumerate_shapes, resolve_baseline
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.sink import record_space, write_atomic
@@ -45,11 +45,11 @@ from workers.vocabulary import SHAPE_KEYS, STATUSES
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
 SHAPE_INTS = (*SHAPE_KEYS, "attn_dim")
-PERCENT_COLUMNS = ("top1", "top5", "accuracy")
-# Counts, sizes, rates and durations: never negative (the shape columns and params must be >= 1, below).
+# Counts, sizes, rates and durations: never negative (the shape columns and params must be >= 1, below). The
+# metrics' own bounds (percentages in [0, 100], losses >= 0) come from their definitions (workers/metrics.py).
 NON_NEGATIVE = (
     "restarts", "epochs_run", "steps_run", "seq_len", "params_attention", "params_mlp", "params_embed_head",
-    "val_loss", "perplexity", "train_samples_per_s", "infer_samples_per_s", "train_tokens_per_s",
+    "train_samples_per_s", "infer_samples_per_s", "train_tokens_per_s",
     "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
     "kappa_probe_s", "finetune_s", "resident_data_bytes", "kv_cache_bytes_per_token",
 )  # fmt: skip
@@ -294,6 +294,27 @@ def is_integer(value) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
+def metric_bounds() -> dict[str, tuple[float | None, float | None]]:
+    """(lowest, highest) of each metric's column that has a bound, from the metrics' definitions."""
+    return {name: metric.bounds for name, metric in METRICS.items() if metric.bounds != (None, None)}
+
+
+def metric_bound_problems(row: dict) -> list[str]:
+    """A metric's value outside its bounds (:func:`metric_bounds`): a percentage outside [0, 100], a loss
+    below 0."""
+    problems = []
+    for name, (low, high) in metric_bounds().items():
+        value = row.get(name)
+        if value is None:
+            continue
+        if high is not None:  # bounded on both sides: a percentage
+            if not isinstance(value, (int, float)) or not low <= value <= high:
+                problems.append(f"{name}: must be a percentage in [{low:g}, {high:g}] (got {value!r})")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
+            problems.append(f"{name}: must not be negative (got {value!r})")
+    return problems
+
+
 def row_problems(row: dict, shipped: SpaceHeadline | str | None = None) -> list[str]:
     """Every reason ``row`` cannot be a trials row (empty when it can). ``shipped``: the headline of the
     shipped space the row names (or why it cannot be had), None for any other space."""
@@ -318,10 +339,7 @@ def row_problems(row: dict, shipped: SpaceHeadline | str | None = None) -> list[
     status = row.get("status")
     if status is not None and status not in STATUSES:
         problems.append(f"status: must be one of {', '.join(STATUSES)} (got {status!r})")
-    for name in PERCENT_COLUMNS:
-        value = row.get(name)
-        if value is not None and (not isinstance(value, (int, float)) or not 0 <= value <= 100):
-            problems.append(f"{name}: must be a percentage in [0, 100] (got {value!r})")
+    problems += metric_bound_problems(row)
     if isinstance(shipped, str):
         problems.append(shipped)
     else:
@@ -381,7 +399,7 @@ def score_problems(row: dict, metric: str) -> list[str]:
         return [f"score: must be a number (got {score!r})"]
     if score is not None and not math.isfinite(score):
         return [f"score: must be a finite number (got {score!r}); leave it empty for a trial without one"]
-    if score is not None and metric in PERCENT_METRICS and not 0 <= score <= 100:
+    if score is not None and metric in METRICS and METRICS[metric].unit == "percent" and not 0 <= score <= 100:
         return [f"score: {metric} is a percentage, must be in [0, 100] (got {score!r})"]
     if score is None and row.get("status") == "ok":
         where = f"or the {metric} column" if metric in TRIALS.names else f"({metric} has no column of its own)"

@@ -22,6 +22,7 @@ from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
 from sweep.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.storage import is_remote, write_atomic
+from workers.metrics import epoch_metrics
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
@@ -38,10 +39,13 @@ DRIVER_COLUMNS = frozenset({
 RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
 # Keys of a record that are not columns: the per-epoch and per-layer rows, written to their own tables.
 RECORD_TABLES = frozenset({"epochs", "kappa"})
-# A trial that ended without a record (stopped early, lost) keeps what its last epoch row said.
-EPOCH_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "val_accuracy": "accuracy", "val_loss": "val_loss",
-                 "val_perplexity": "perplexity",
-                 "epoch": "epochs_run", "step": "steps_run"}  # fmt: skip
+
+
+def epoch_columns() -> dict[str, str]:
+    """What a trial that ended without a record (stopped early, lost) keeps of its last epoch row: each
+    per-epoch metric's ``val_<name>`` (workers/metrics.py) as its trials column, and the epoch and step."""
+    metrics = {epoch_key(name): name for name in epoch_metrics()}
+    return {**metrics, "epoch": "epochs_run", "step": "steps_run"}
 
 
 def git_sha() -> str:
@@ -153,7 +157,7 @@ class TrialRows:
             row["score"] = record.get(self.metric)
         elif epochs:  # stopped early or lost: keep what the epochs said
             last = epochs[-1]
-            row.update({column: last.get(key) for key, column in EPOCH_COLUMNS.items()})
+            row.update({column: last.get(key) for key, column in epoch_columns().items()})
             row["score"] = last.get(epoch_key(self.metric))
             kappas = [e for e in epochs if e.get("kappa_mean") is not None]
             if kappas:

@@ -21,20 +21,15 @@ from workers.config import Conditioning, ProbeSpec, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
+from workers.metrics import epoch_metrics
 from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
 
-# Metrics a finished trial reports; Optuna objectives and schedulers may only use these. The headline
-# ones (top1, top5, accuracy, val_loss) only where the space's data set reports them (sweep/metrics.py).
-REPORTED_METRICS = {
-    "top1": "top-1 accuracy on held-out data, percent",
-    "top5": "top-5 accuracy, percent",
-    "accuracy": "sequence classification or next-token accuracy on held-out data, percent",
-    "perplexity": "language models: exp(held-out loss per token)",
-    "val_loss": "held-out cross-entropy",
+# Measurements a finished trial reports besides its metrics (workers/metrics.py).
+MEASUREMENTS = {
     "params": "parameters",
     "flops_per_sample": "forward FLOPs per image",
     "peak_mem_bytes": "peak memory of a training step",
@@ -43,8 +38,21 @@ REPORTED_METRICS = {
     "latency_b1_ms": "batch-1 latency",
     "kappa_mean": "mean over layers of median κ",
 }
-# Metrics known after every epoch, so an early-stopping scheduler can compare trials on them.
-EPOCH_METRICS = ("top1", "accuracy", "val_loss", "perplexity", "kappa_mean")
+
+
+def reported_metrics() -> dict[str, str]:
+    """What a finished trial reports, name: description; Optuna objectives and schedulers may only use these.
+    The headline metrics only where the space's data set reports them (``MODALITY_METRICS``)."""
+    return {**{name: metric.description for name, metric in METRICS.items()}, **MEASUREMENTS}
+
+
+def epoch_reported() -> tuple[str, ...]:
+    """What is known after every epoch, so an early-stopping scheduler can compare trials on it."""
+    return (*epoch_metrics(), "kappa_mean")
+
+
+REPORTED_METRICS = reported_metrics()
+EPOCH_METRICS = epoch_reported()
 
 
 class Strict(BaseModel):

@@ -42,7 +42,7 @@ import duckdb
 import pyarrow as pa
 
 from sweep.errors import QueryError
-from sweep.schema import ALL_TABLES, SCHEMAS
+from sweep.schema import ALL_TABLES, SCHEMAS, current_schema
 from sweep.storage import Footer, ObjectStore, cached_footer, is_remote, locate, superseded
 
 VIEWS_SQL = Path(__file__).resolve().parent / "views.sql"  # package data: shipped in the wheel
@@ -194,7 +194,7 @@ def attach_folder_table(con: duckdb.DuckDBPyConnection, results_dir: Path, table
     good, bad = readable_files(results_dir, table)
     hint_compaction(table, len(good), results_dir)
     if good:
-        con.execute(f"CREATE VIEW {glob_view_name(table)} AS {read_groups(good)}")
+        con.execute(f"CREATE VIEW {glob_view_name(table)} AS {read_groups(good)}\nUNION ALL BY NAME\n{no_rows(table)}")
     else:
         create_empty(con, table, glob_view_name(table))
     return bad
@@ -211,6 +211,18 @@ def read_groups(files: list[tuple[Path, pa.Schema]]) -> str:
         listed = ", ".join(sql_text(str(path)) for path in paths)
         reads.append(f"FROM read_parquet([{listed}])")
     return "\nUNION ALL BY NAME\n".join(reads)
+
+
+DUCKDB_TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "VARCHAR",
+                pa.bool_(): "BOOLEAN", pa.timestamp("ms", tz="UTC"): "TIMESTAMPTZ"}  # fmt: skip
+
+
+def no_rows(table: str) -> str:
+    """A select of no rows with every column of ``table``'s current schema (``sweep/schema.py``), typed: joined
+    by name to a table's files, it supplies the columns their files lack (older files, or a metric added since,
+    ``workers/metrics.py``) as NULL, so a view that names a column never fails on a folder of older files."""
+    columns = ", ".join(f"NULL::{DUCKDB_TYPES[f.type]} AS {f.name}" for f in current_schema(table))
+    return f"SELECT {columns} WHERE false"
 
 
 def create_empty(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
@@ -231,7 +243,7 @@ def attach_store_table(con: duckdb.DuckDBPyConnection, store: ObjectStore, table
         create_empty(con, table, glob_view_name(table))
         return damaged
     try:  # the columns of every file, each file's missing ones read as NULL: read_parquet's union_by_name
-        schema = pa.unify_schemas([schema for _, schema in good], promote_options="permissive")
+        schema = pa.unify_schemas([*(schema for _, schema in good), SCHEMAS[table]], promote_options="permissive")
     except (pa.ArrowException, ValueError) as exc:
         hint = f"`sweep doctor --results {store}` names the files"
         raise QueryError(f"the {table} files under {store} disagree on a column's type ({exc}); {hint}") from exc

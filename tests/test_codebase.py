@@ -154,6 +154,19 @@ def test_no_code_outside_a_data_sets_module_branches_on_its_name():
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
+def test_no_code_outside_the_families_branches_on_a_family_name():
+    """Adding a model family is its module and a registry line: nothing in sweep/ or the rest of workers/ may
+    decide by a family's name (``if spec.family == "gpt2"``, a table keyed by names); what differs between
+    families is a field of ``Family`` (workers/families/base.py)."""
+    from workers.models import FAMILIES
+
+    outside = [
+        p for p in (*(ROOT / "sweep").rglob("*.py"), *(ROOT / "workers").rglob("*.py")) if "families" not in p.parts
+    ]
+    offenders = {str(p.relative_to(ROOT)): sorted(string_comparisons(p) & set(FAMILIES)) for p in outside}
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
 def test_the_registry_lists_every_data_set_module_and_only_those():
     from workers.data.base import DataSetSpec
     from workers.data.registry import DATA_SETS

@@ -22,7 +22,7 @@ from workers.models import (
 )
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import condition_number, kappa_per_layer
-from workers.probes.params import count_params
+from workers.probes.params import count_params, param_breakdown
 from workers.trial import run_trial
 
 # One small shape per family (digits at 32 px, one channel): seconds on a CPU.
@@ -327,3 +327,41 @@ def test_planned_counts_from_two_depths_equal_a_full_count(name):
     fields = spec.model_dump(exclude_none=True)
     model = build_on_meta(spec)
     assert measure_shape(fields) == (count_params(model), forward_flops_per_sample(spec, model))
+
+
+# --- every registered family, from its own example ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_builds_its_example_counts_it_probes_it_and_says_where_a_is(name):
+    """What conditioning and the probes need of a family is on ``Family``: its example builds with no
+    problem, its parameter parts sum to the model's own count, κ is measured on every layer it names, and
+    its output projections (when it has them; only then may it take ``conditioning``) receive the block A,
+    (B, N, num_heads · head_dim), once per layer."""
+    family = FAMILIES[name]
+    spec = family.example_spec()
+    assert family.problems(spec) == []
+    torch.manual_seed(0)
+    model = build_model(spec)
+    parts = param_breakdown(spec, model)
+    assert parts["params"] == sum(p.numel() for p in model.parameters()) > 0
+    assert parts["params"] == parts["params_attention"] + parts["params_mlp"] + parts["params_embed_head"]
+    inputs = family.example_input(spec, "cpu")
+    inputs = torch.randn(inputs.shape) if isinstance(inputs, torch.Tensor) else inputs  # an image: empty() holds junk
+    rows = kappa_per_layer(spec, model, inputs)
+    assert len(rows) == len(kappa_layers(spec, model)) > 0
+    assert ("conditioning" in family.accepts) == (family.output_projections is not None)
+    if family.output_projections is None:
+        return
+    seen = []
+    hooks = [
+        p.register_forward_pre_hook(lambda _m, args: seen.append(args[0].shape))
+        for p in family.output_projections(model)
+    ]
+    with torch.no_grad():
+        model.eval()
+        model(inputs) if isinstance(inputs, torch.Tensor) else model(**inputs)
+    for hook in hooks:
+        hook.remove()
+    width = spec.num_heads * (spec.head_dim or spec.embed_dim // spec.num_heads)
+    assert len(seen) == spec.depth and all(shape[-1] == width and shape[0] == 1 for shape in seen)

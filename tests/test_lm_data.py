@@ -19,7 +19,11 @@ from workers.data.batches import LMBatches
 from workers.data.mqar import MQARSpec, generate_mqar
 from workers.data.registry import DATA_SET_NAMES, data_spec, load_arrays, modality_of, open_batches
 from workers.data.splits import IGNORE_INDEX, LMSplits
-from workers.data.tinystories import TextSpec, pack_windows
+from workers.data.text import streams as text_streams
+from workers.data.text import tokenizer as text_tokenizer
+from workers.data.text.documents import TextSource, find_layout
+from workers.data.text.streams import next_token_windows
+from workers.data.tinystories import TextSpec
 
 CPU = torch.device("cpu")
 
@@ -205,13 +209,13 @@ def cache(tmp_path, monkeypatch):
 def test_text_file_stories_are_split_on_the_separator(tmp_path):
     path = tmp_path / "TinyStories-valid.txt"
     path.write_text("One day.\n\nThe end.\n<|endoftext|>\n  Second.<|endoftext|>\n<|endoftext|>\nThird\n", "utf-8")
-    assert list(tinystories.iter_stories(tmp_path, "text", "val")) == ["One day.\n\nThe end.", "Second.", "Third"]
+    assert list(tinystories.TEXT_FILES.read(path)) == ["One day.\n\nThe end.", "Second.", "Third"]
 
 
 @pytest.mark.parametrize("layout", ["text", "saved"])
 def test_tinystories_from_a_given_tokenizer_in_either_layout(tmp_path, cache, layout):
     root = (write_text_layout if layout == "text" else write_saved_layout)(tmp_path / "ts")
-    assert tinystories.find_layout(root) == layout
+    assert find_layout(root, tinystories.TEXT_FILES) == layout
     vocab = write_word_tokenizer(tmp_path / "words.json")
     spec = data_spec(name="tinystories", root=str(root), seq_len=8, text={"tokenizer": str(tmp_path / "words.json")})
     splits = load_arrays(spec)
@@ -233,11 +237,11 @@ def test_tinystories_from_a_given_tokenizer_in_either_layout(tmp_path, cache, la
 
 def test_packing_windows():
     stream = np.arange(23, dtype=np.uint16)
-    ids, labels = pack_windows(stream, 5)
+    ids, labels = next_token_windows(stream, 5)
     assert ids.shape == labels.shape == (4, 5) and ids.dtype == np.uint16 and labels.dtype == np.int64
     assert ids[1].tolist() == [5, 6, 7, 8, 9] and labels[1].tolist() == [6, 7, 8, 9, 10]
     assert labels[-1, -1] == 20  # 21 and 22 do not fill a window
-    assert pack_windows(np.arange(5), 5)[0].shape == (0, 5)
+    assert next_token_windows(np.arange(5), 5)[0].shape == (0, 5)
 
 
 def test_tinystories_trains_a_tokenizer_once_and_caches_everything(tmp_path, cache, monkeypatch):
@@ -264,8 +268,8 @@ def test_tinystories_trains_a_tokenizer_once_and_caches_everything(tmp_path, cac
     def fail(*args, **kwargs):
         raise AssertionError("tokenised again")
 
-    monkeypatch.setattr(tinystories, "encode_stories", fail)
-    monkeypatch.setattr(tinystories, "train_tokenizer", fail)
+    monkeypatch.setattr(text_streams, "encode_stream", fail)
+    monkeypatch.setitem(text_tokenizer.TRAINERS, "bytelevel-bpe", fail)
     again = load_arrays(spec)
     assert again.tokenizer == splits.tokenizer
     assert np.array_equal(again.ids_train, splits.ids_train) and np.array_equal(again.labels_eval, splits.labels_eval)
@@ -280,15 +284,15 @@ def test_token_caps_read_only_the_stories_needed(tmp_path, cache, monkeypatch):
     root = write_text_layout(tmp_path / "ts")
     write_word_tokenizer(root / "tokenizer.json")  # in the root: used without being named
     read = []
-    original = tinystories.iter_stories
+    original = TextSource.documents
 
     def counting(*args):
         for story in original(*args):
             read.append(story)
             yield story
 
-    monkeypatch.setattr(tinystories, "iter_stories", counting)
-    monkeypatch.setattr(tinystories, "ENCODE_BATCH", 4)
+    monkeypatch.setattr(TextSource, "documents", counting)
+    monkeypatch.setattr(text_streams, "ENCODE_BATCH", 4)
     spec = data_spec(name="tinystories", root=str(root), seq_len=4, text={"train_tokens": 41, "val_tokens": 9})
     splits = load_arrays(spec)
     assert splits.tokenizer == f"file:{(root / 'tokenizer.json').resolve()}"
@@ -321,7 +325,7 @@ def test_tinystories_errors_name_what_is_missing(tmp_path, cache):
     with pytest.raises(FileNotFoundError, match=r"nope\.json"):
         missing.vocab_size()
     write_word_tokenizer(tmp_path / "no_eot.json", with_eot=False)
-    with pytest.raises(ValueError, match=r"no_eot\.json has no '<\|endoftext\|>' token"):
+    with pytest.raises(ValueError, match=r"no_eot\.json lacks the special tokens <\|endoftext\|>"):
         load_arrays(missing.model_copy(update={"text": TextSpec(tokenizer=str(tmp_path / "no_eot.json"))}))
     with pytest.raises(ValueError, match=r"fewer than seq_len \+ 1 = 1001"):
         load_arrays(data_spec(name="tinystories", root=str(root), seq_len=1000, text={"val_tokens": 50}))

@@ -3,6 +3,7 @@ Pareto front and top-k as a break in top-1; version-1 files are still read (thei
 tolerance can be set per query; imports and the sink carry each space's metric, direction and tolerance."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -380,3 +381,43 @@ def test_the_analysis_default_tolerance_is_the_registrys(tmp_path):
     [row] = query(results, "SELECT DISTINCT tol FROM space_tolerance_at(NULL) WHERE space = 'untold'")
     assert row["tol"] == DEFAULT_TOLERANCE
     assert all(info.default_tolerance in (None, DEFAULT_TOLERANCE) for info in METRICS.values())
+
+
+def test_a_metric_is_one_definition_that_reaches_schema_importer_sink_space_and_sql(tmp_path, monkeypatch):
+    """Adding a metric is one entry in workers/metrics.py: a metric planted there (BLEU, percent, scored per
+    epoch) becomes a trials and an epochs column, gets the importer's percent bounds, is kept by the sink from
+    a last epoch row, may be an objective and an ASHA metric, and is a typed NULL column for SQL over files
+    written before it existed."""
+    from sweep import importer, schema, sink, space, sql
+    from workers import metrics
+
+    bleu = metrics.Metric("bleu", "max", "percent", "BLEU", "BLEU on held-out translations", 0.5, 1)
+    monkeypatch.setitem(metrics.METRICS, "bleu", bleu)
+    assert schema.trials_schema().field("bleu").type == pa.float64()
+    assert schema.epochs_schema().field("val_bleu").type == pa.float64()
+    assert "bleu" not in schema.TRIALS.names  # the module's constant was built before the plant: no leak
+    assert importer.metric_bounds()["bleu"] == (0.0, 100.0)
+    assert "bleu: must be a percentage in [0, 100] (got 120.0)" in importer.metric_bound_problems({"bleu": 120.0})
+    assert importer.metric_bound_problems({"bleu": 35.0, "val_loss": 0.2}) == []
+    assert importer.metric_bound_problems({"val_loss": -1.0}) == ["val_loss: must not be negative (got -1.0)"]
+    assert sink.epoch_columns()["val_bleu"] == "bleu"
+    assert space.reported_metrics()["bleu"] == bleu.description and "bleu" in space.epoch_reported()
+    assert metrics.natural_mode("bleu") == "max"
+
+    old = tmp_path / "results" / "trials" / "old" / "sweep-1"
+    old.mkdir(parents=True)  # a file written before BLEU: no such column
+    pq.write_table(schema.table_from_rows("trials", [trial_row("old", 4, 4, 0, 80.0)]), old / "t.parquet")
+    assert "NULL::DOUBLE AS bleu" in sql.no_rows("trials")
+    assert sql.run_query(tmp_path / "results", "SELECT count(*), count(bleu) FROM trials")[1] == [(1, 0)]
+
+
+def test_the_worker_evaluates_only_defined_metrics():
+    """Every held-out score the training loop emits (workers/train.py) is a metric defined once in
+    workers/metrics.py, as is every metric a data set's modality reports."""
+    import inspect
+
+    from workers import metrics, train
+
+    emitted = set(re.findall(r'"(\w+)": ', inspect.getsource(train.evaluate))) - {"input_ids"}
+    assert emitted and emitted <= set(metrics.METRICS)
+    assert {name for names in metrics.MODALITY_METRICS.values() for name in names} <= set(metrics.METRICS)

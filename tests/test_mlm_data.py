@@ -9,17 +9,11 @@ import torch
 from workers.data import mlm_corpus
 from workers.data.base import DataNotFoundError
 from workers.data.glue import generated_corpus
-from workers.data.mlm_corpus import (
-    MLM_CORPUS_ROOT_ENV,
-    SPECIAL_TOKENS,
-    MLMBatches,
-    SpecialIds,
-    load_mlm_arrays,
-    mask_tokens,
-    truncate_pair,
-)
+from workers.data.glue_encoding import truncate_pair
+from workers.data.mlm_corpus import MLM_CORPUS_ROOT_ENV, MLMBatches, load_mlm_arrays, mask_tokens
 from workers.data.registry import data_spec, load_arrays, open_batches
 from workers.data.splits import IGNORE_INDEX
+from workers.data.text.tokenizer import BERT_SPECIAL_TOKENS, SpecialIds, train_wordpiece
 
 CPU = torch.device("cpu")
 DOCUMENTS = [
@@ -64,26 +58,26 @@ def test_text_layout_packs_documents_with_sep_into_windows(tmp_path):
     root = write_text_corpus(tmp_path / "corpus")
     spec = mlm_spec(root=str(root))
     splits = load_mlm_arrays(spec)
-    layout = mlm_corpus.find_corpus_layout(root)
-    assert layout == "text"
-    assert list(mlm_corpus.iter_documents(root, layout, "train", spec.corpus)) == DOCUMENTS
-    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, root, layout)
+    source = mlm_corpus.corpus_source(spec)
+    assert source.layout == "text"
+    assert list(source.documents("train")) == DOCUMENTS
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, source)
     assert splits.tokenizer == tokenizer.description and splits.vocab_size == tokenizer.vocab_size
-    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
+    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.bert_ids.sep)
     windows = len(train) // spec.seq_len
     assert windows > 0 and splits.ids_train.shape == (windows, spec.seq_len)
     np.testing.assert_array_equal(splits.ids_train.reshape(-1), train[: windows * spec.seq_len])
     assert splits.ids_train.dtype == np.uint8 and splits.num_classes == splits.vocab_size
-    val = expected_stream(tokenizer.tokenizer, VALID, tokenizer.specials.sep)
+    val = expected_stream(tokenizer.tokenizer, VALID, tokenizer.bert_ids.sep)
     val_windows = torch.as_tensor(val[: len(val) // 8 * 8].reshape(-1, 8))
     generator = torch.Generator().manual_seed(spec.corpus.seed)  # the validation split is masked once, so
-    masked, labels = mask_tokens(val_windows, generator, 0.25, tokenizer.specials, tokenizer.vocab_size)
+    masked, labels = mask_tokens(val_windows, generator, 0.25, tokenizer.bert_ids, tokenizer.vocab_size)
     np.testing.assert_array_equal(splits.ids_eval, masked.numpy())
     np.testing.assert_array_equal(splits.labels_eval, labels.numpy())
 
     capped = load_mlm_arrays(mlm_spec(root=str(root), corpus={"train_tokens": 21}, limit_train=2))
     np.testing.assert_array_equal(capped.ids_train.reshape(-1), train[:16])  # 21 ids: two windows of 8
-    streams = mlm_corpus.load_mlm_streams(spec.corpus.model_copy(update={"train_tokens": 21}), root, layout, tokenizer)
+    streams = mlm_corpus.load_mlm_streams(spec.corpus.model_copy(update={"train_tokens": 21}), source, tokenizer)
     np.testing.assert_array_equal(streams["train"], train[:21])
 
 
@@ -96,12 +90,13 @@ def test_saved_layout_reads_the_text_column(tmp_path):
     }
     datasets.DatasetDict(splits).save_to_disk(str(root))
     spec = mlm_spec(root=str(root))
-    assert mlm_corpus.find_corpus_layout(root) == "saved"
-    assert list(mlm_corpus.iter_documents(root, "saved", "train", spec.corpus)) == DOCUMENTS
-    assert list(mlm_corpus.iter_documents(root, "saved", "val", spec.corpus)) == VALID
+    source = mlm_corpus.corpus_source(spec)
+    assert source.layout == "saved"
+    assert list(source.documents("train")) == DOCUMENTS
+    assert list(source.documents("val")) == VALID
     loaded = load_mlm_arrays(spec)
-    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, root, "saved")
-    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.specials.sep)
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, source)
+    train = expected_stream(tokenizer.tokenizer, DOCUMENTS, tokenizer.bert_ids.sep)
     np.testing.assert_array_equal(loaded.ids_train.reshape(-1), train[: loaded.ids_train.size])
 
 
@@ -141,18 +136,19 @@ def test_no_window_says_which_knob_to_turn():
 
 
 def test_trained_wordpiece_has_the_specials_first_and_normalises(tmp_path):
-    tokenizer = mlm_corpus.load_mlm_tokenizer(mlm_spec().corpus, write_text_corpus(tmp_path), "text").tokenizer
-    assert [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    spec = mlm_spec(root=str(write_text_corpus(tmp_path)))
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, mlm_corpus.corpus_source(spec)).tokenizer
+    assert [tokenizer.token_to_id(token) for token in BERT_SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
     assert tokenizer.normalizer.normalize_str("Crème BRÛLÉE") == "creme brulee"
     encode = tokenizer.encode
     assert encode("CAFÉ Crème", add_special_tokens=False).ids == encode("cafe creme", add_special_tokens=False).ids
-    again = mlm_corpus.load_mlm_tokenizer(mlm_spec().corpus, tmp_path, "text")  # read from the cache
+    again = mlm_corpus.load_mlm_tokenizer(spec.corpus, mlm_corpus.corpus_source(spec))  # read from the cache
     assert again.description.startswith("trained:wordpiece-120-") and again.tokenizer.to_str() == tokenizer.to_str()
 
 
 def test_a_given_tokenizer_must_have_every_special_token(tmp_path):
     root = write_text_corpus(tmp_path)
-    lacking = mlm_corpus.train_wordpiece(DOCUMENTS, 100)
+    lacking = train_wordpiece(DOCUMENTS, 100)
     vocab = {token: index for token, index in lacking.get_vocab().items() if token != "[MASK]"}
     from tokenizers import Tokenizer, models
 
@@ -287,8 +283,8 @@ def test_glue_examples_are_cls_a_sep_b_sep_truncated_longest_first_and_padded(tm
     seq_len = 14
     spec = mlm_spec(root=str(corpus_root), seq_len=seq_len, glue={"root": str(glue_root), "tasks": tasks})
     splits = load_mlm_arrays(spec)
-    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, corpus_root, "text")
-    s, encode = tokenizer.specials, tokenizer.tokenizer.encode
+    tokenizer = mlm_corpus.load_mlm_tokenizer(spec.corpus, mlm_corpus.corpus_source(spec))
+    s, encode = tokenizer.bert_ids, tokenizer.tokenizer.encode
     assert list(splits.glue) == tasks
     rte = splits.glue["rte"]
     assert rte.ids_train.shape == (len(RTE_ROWS), seq_len) and rte.lengths_train.dtype == np.int32
@@ -334,8 +330,9 @@ def test_generated_source_runs_end_to_end_through_open_batches():
     spec = mlm_spec(seq_len=16, corpus={"source": "generated", "generated_sentences": 600})
     assert spec.require_local() is None  # generated corpus and GLUE: nothing on disk needed
     sentences = generated_corpus(600, 0)
-    assert list(mlm_corpus.iter_documents(None, "generated", "train", spec.corpus)) == sentences[:540]
-    assert list(mlm_corpus.iter_documents(None, "generated", "val", spec.corpus)) == sentences[540:]  # the last 10%
+    source = mlm_corpus.corpus_source(spec)
+    assert list(source.documents("train")) == sentences[:540]
+    assert list(source.documents("val")) == sentences[540:]  # the last 10%
     batches = open_batches(spec, CPU)
     assert isinstance(batches, MLMBatches)
     meta = batches.meta

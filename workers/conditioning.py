@@ -4,10 +4,10 @@ The paper (Saratchandran, Teney, Lucey 2025, arXiv 2505.20802, Theorem 3.2) prov
 κ(A) of A = [A_1 … A_h] ∈ R^{N×h·d}, the per-head outputs concatenated before the output projection, and
 hypothesises that this is why fewer layers then suffice. These interventions move κ(A) with the heads held
 fixed, so a sweep can ask whether conditioning alone buys back what the heads buy. Each attention layer's
-output projection (vit/deit: timm ``Attention.proj``; gpt2: ``attn.c_proj``; softmax_encoder:
-``BertSelfOutput.dense``) receives exactly A as its input, (B, N, h·d): a forward pre-hook on it either
-replaces A (the preconditioner) or keeps it for a training-loss penalty. No parameter is added, no shape
-changes.
+output projection (its family's ``output_projections``: timm's ``Attention.proj`` in ViT, ``attn.c_proj`` in
+GPT-2, ``BertSelfOutput.dense`` in the softmax encoder) receives exactly A as its input, (B, N, h·d): a
+forward pre-hook on it either replaces A (the preconditioner) or keeps it for a training-loss penalty. No
+parameter is added, no shape changes.
 
 ``preconditioned``: a parameter-free diagonal preconditioner on each head's output before the output
 projection, after H. Saratchandran, "Preconditioned Attention: Enhancing Efficiency in Transformers",
@@ -20,10 +20,10 @@ so every column of every head has the same RMS s over tokens (A's Frobenius norm
 Column scaling is the diagonal preconditioner van der Sluis (1969, "Condition numbers and equilibration of
 matrices", Numer. Math. 14) proved within a factor √n of the best diagonal scaling for κ, and the scalar s
 does not change κ. C is per head (each of head i's d columns has its own entry), parameter-free and
-cheap (2·N·h·d multiply-adds). A causal LM must not see the future: for ``gpt2`` the statistics at token t
-are over tokens ≤ t only, a causal running RMS r_tj = sqrt(mean_{u≤t} A_uj² + ε), s_t likewise, so the
-row of A at t is scaled with what the model has seen by then (token 0 is then ±s_0 in every column, the
-first row alone). For padded sequences (softmax_encoder) the mean is over each sample's real tokens
+cheap (2·N·h·d multiply-adds). A causal LM must not see the future: for a causal family (``gpt2``) the
+statistics at token t are over tokens ≤ t only, a causal running RMS r_tj = sqrt(mean_{u≤t} A_uj² + ε),
+s_t likewise, so the row of A at t is scaled with what the model has seen by then (token 0 is then ±s_0 in
+every column, the first row alone). For a padded family (softmax_encoder) the mean is over each sample's real tokens
 (padding rows are scaled too, with the real tokens' statistics, and never read by the classifier).
 Gradients flow through r and s, as through a norm layer. The κ probe applies the same C (in float64) to the
 block it computes, so ``kappa_mean`` is κ of what the output projection receives.
@@ -81,28 +81,13 @@ import torch
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families.base import Family
 
 # λ when a space gives no conditioning_weight (module docstring says why these values).
 DEFAULT_WEIGHTS: dict[str, float] = {"orthogonality": 0.1, "kappa_penalty": 0.01}
 PENALTIES = tuple(DEFAULT_WEIGHTS)
-FAMILIES = ("vit", "deit", "gpt2", "softmax_encoder")  # those with an output-projection hook (below)
 EPS = 1e-12  # added to the mean square before the root: an all-zero column stays finite
 KAPPA_FLOOR = 1e-12  # σ_m is floored at this times σ_1 in the log-κ penalty
-
-
-def output_projections(family: str, model: nn.Module) -> list[nn.Module]:
-    """Each attention layer's output projection, in depth order: the module whose input is exactly A."""
-    if family in ("vit", "deit"):
-        return [block.attn.proj for block in model.blocks]
-    if family == "gpt2":
-        return [block.attn.c_proj for block in model.lm.transformer.h]
-    if family == "softmax_encoder":
-        return [layer.attention.output.dense for layer in model.encoder.encoder.layer]
-    raise ValueError(f"conditioning is not wired for the {family} family; it is wired for {', '.join(FAMILIES)}")
-
-
-def is_causal(family: str) -> bool:
-    return family == "gpt2"
 
 
 def weight(spec: ModelSpec) -> float:
@@ -200,19 +185,23 @@ def _record_hook(state: ConditioningState, module, args):
         state.recorded.append((args[0], state.mask))
 
 
-def install(spec: ModelSpec, model: nn.Module) -> nn.Module:
-    """Hook ``spec.conditioning`` into ``model`` (a no-op for ``none``); returns the model. The hooks are
-    stateless for the preconditioner apart from the padding mask; for a penalty they record A in
-    training, for :func:`penalty` to read."""
+def install(spec: ModelSpec, model: nn.Module, family: Family) -> nn.Module:
+    """Hook ``spec.conditioning`` into ``model`` of ``family`` (a no-op for ``none``); returns the model. The
+    hooks sit on the family's output projections (``Family.output_projections``); a causal family's
+    statistics look only back, a padded one's take real tokens only. The hooks are stateless for the
+    preconditioner apart from the padding mask; for a penalty they record A in training, for :func:`penalty`
+    to read."""
     kind = spec.resolved_conditioning
     if kind == "none":
         return model
-    state = ConditioningState(kind, weight(spec), is_causal(spec.family))
+    if family.output_projections is None:
+        raise ValueError(f"conditioning is not wired for the {family.name} family: it has no output_projections")
+    state = ConditioningState(kind, weight(spec), family.causal)
     setattr(model, STATE_ATTRIBUTE, state)
-    if spec.family == "softmax_encoder":  # the only padded family here: its mask decides which rows count
+    if family.padded:  # its mask decides which rows count
         model.register_forward_pre_hook(functools.partial(_capture_mask, state), with_kwargs=True)
     hook = _precondition_hook if kind == "preconditioned" else _record_hook
-    for projection in output_projections(spec.family, model):
+    for projection in family.output_projections(model):
         projection.register_forward_pre_hook(functools.partial(hook, state))
     return model
 

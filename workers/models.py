@@ -92,7 +92,8 @@ def build_model(spec: ModelSpec) -> nn.Module:
     Every field the family cannot take is reported at once, as a ModelConfigError. A ``conditioning``
     intervention is hooked in here (``workers/conditioning.py``), so every build of the spec carries it.
     """
-    return install_conditioning(spec, get_family(spec.family).build_checked(spec))
+    family = get_family(spec.family)
+    return install_conditioning(spec, family.build_checked(spec), family)
 
 
 def attention_layers(spec: ModelSpec, model: nn.Module) -> list[tuple[str, nn.Module]]:

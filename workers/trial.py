@@ -34,6 +34,7 @@ from workers.data.splits import ArraySplits
 from workers.devices import describe_device, resolve_device
 from workers.distributed import DataParallel, Rank
 from workers.finetune import finetune_glue, glue_fields
+from workers.metrics import epoch_key
 from workers.models import build_model, get_family, num_tokens
 from workers.probes.flops import forward_flops_per_sample
 from workers.probes.kappa import kappa_per_layer, summarise_kappa
@@ -388,7 +389,7 @@ def epoch_row(epoch: int, stats: EpochStats, scores: dict, kappa_rows: list[dict
         "epoch": epoch,
         "step": step,
         "train_loss": stats.train_loss,
-        **{name if name.startswith("val_") else f"val_{name}": value for name, value in scores.items()},
+        **{epoch_key(name): value for name, value in scores.items()},
         "kappa_mean": summary["kappa_mean"],
         "kappa_max": summary["kappa_max"],
         "lr": stats.lr,

@@ -56,6 +56,15 @@ class atomic_file:
             Path(self.temp).unlink(missing_ok=True)
 
 
+def files_identity(paths) -> list[list]:
+    """[path, size, mtime_ns] of each file: what a cache key sees of source data."""
+    identity = []
+    for path in paths:
+        stat = Path(path).stat()
+        identity.append([str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns])
+    return identity
+
+
 def read_arrays(path: Path, key: str, what: str) -> dict[str, np.ndarray] | None:
     """The arrays stored at ``path`` under ``key`` (all but the key itself); None when the file is absent,
     holds another key, or cannot be read (logged, naming ``what``)."""

@@ -24,8 +24,7 @@ from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data.base import DataNotFoundError
-from workers.data.cache import hash_key
-from workers.data.text import files_identity
+from workers.data.cache import files_identity, hash_key
 
 GATED = ("GatedRepoError",)
 MISSING = ("RepositoryNotFoundError", "RevisionNotFoundError", "DatasetNotFoundError", "DataFilesNotFoundError")

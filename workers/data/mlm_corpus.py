@@ -15,8 +15,8 @@ fine-tuning. Nothing is downloaded, ever.
 training split. No files.
 
 **Tokenizer**: a ``tokenizer.json`` (``corpus.tokenizer``, absolute or relative to the root; else the root's
-``tokenizer.json``) read with HF ``tokenizers``; it must have the five tokens of :data:`SPECIAL_TOKENS`, and
-its vocabulary size is its largest id + 1. With none, a WordPiece as cramming's (BERT's normaliser:
+``tokenizer.json``) read with HF ``tokenizers``; it must have BERT's five special tokens (``[PAD] [UNK] [CLS]
+[SEP] [MASK]``), and its vocabulary size is its largest id + 1. With none, a WordPiece as cramming's (BERT's normaliser:
 lower-cased, accents stripped, control characters cleaned; BERT's pre-tokeniser; ``[UNK]`` for unknown
 words) of ``corpus.vocab_size`` ids (default :data:`CRAMMING_VOCAB_SIZE`, 32,768) is trained here on the
 first ``TOKENIZER_TRAIN_CHARS`` characters of training documents (whole documents), with the special tokens
@@ -31,6 +31,9 @@ in order, each encoded without special tokens and followed by ``[SEP]``, form on
 the stream is that long). The stream is cut into non-overlapping windows of ``seq_len`` ids (window w is
 ``stream[w·L : (w+1)·L]``), the remainder dropped. No padding: every position is a real token.
 
+The reading, tokenising, packing and caching are ``workers/data/text/``'s; this module says which files,
+tokenizer recipe, separator and packing, and does the masking.
+
 **Masking** (:func:`mask_tokens`, BERT's rule): each non-special token is selected with probability
 ``corpus.mask_prob`` (cramming: 0.25) and scored; a selected token becomes ``[MASK]`` with probability 0.8, a
 uniformly random non-special token with 0.1, and stays itself with 0.1. Training batches are masked afresh
@@ -38,10 +41,11 @@ every time they are drawn (dynamic masking, from the trial's generator); the val
 once at load with ``torch.Generator().manual_seed(corpus.seed)``, before ``limit_val`` keeps the first
 windows, so every trial scores the same masked tokens.
 
-**GLUE** (``data.glue``, :class:`GlueSpec`): each task's train and dev split read with
+**GLUE** (``data.glue``, ``workers.data.glue_encoding.GlueSpec``): each task's train and dev split read with
 ``workers.data.glue.read_glue_split`` from ``glue.root`` or ``$GLUE_DIR`` (or the generated task ``synthetic``,
 written under the cache folder), each example encoded as ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``,
-truncated longest-first to ``seq_len`` and right-padded with ``[PAD]`` (:func:`encode_glue_examples`).
+truncated longest-first to ``seq_len`` and right-padded with ``[PAD]``
+(``workers.data.glue_encoding.encode_glue_examples``).
 
 **Cache**: the packed streams are kept as ``.npz`` (ids in the smallest unsigned type that holds the
 vocabulary) under ``$SWEEP_CACHE_DIR/mlm_corpus/`` (``workers/data/cache.py``), keyed
@@ -59,14 +63,11 @@ batch 0.8 ms on the CPU. A cached load is a file read plus the GLUE encoding.
 from __future__ import annotations
 
 import functools
-import hashlib
-import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -74,81 +75,50 @@ from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data import glue as glue_files
-from workers.data import text as corpus_text
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, folder_hash, keep_first_rows
 from workers.data.batches import TokenWindowBatches
-from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
-from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line, iter_text
+from workers.data.cache import cache_dir
+from workers.data.glue_encoding import GlueArrays, GlueSpec, glue_hub, load_glue_arrays, require_glue
+from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
 from workers.data.splits import IGNORE_INDEX, smallest_uint
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
-log = logging.getLogger(__name__)
+from workers.data.text.documents import TextFiles, TextSource, find_layout, missing_layout
+from workers.data.text.streams import block_windows, cached_streams
+from workers.data.text.tokenizer import (
+    BERT_SPECIAL_TOKENS,
+    WORDPIECE,
+    SpecialIds,
+    TextTokenizer,
+    given_tokenizer,
+    read_tokenizer,
+    trained_tokenizer,
+)
 
 MLM_CORPUS_ROOT_ENV = "MLM_CORPUS_ROOT"
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 … 4 in a tokenizer trained here
 CRAMMING_VOCAB_SIZE = 32768  # cramming's WordPiece size: the default for a tokenizer trained here
-TEXT_FILES = {"train": "train.txt", "val": "valid.txt"}
+TEXT_FILES = TextFiles({"train": "train.txt", "val": "valid.txt"})  # one document per non-empty line
 GENERATED_VAL_DIVISOR = 10  # generated corpus: the last n // 10 sentences (at least 1) are the val split
 MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of selected tokens: [MASK], a random token; the rest stay themselves
 MLM_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
-
-Layout = Literal["text", "saved", "generated", "hub"]
-
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The ids of ``[PAD] [UNK] [CLS] [SEP] [MASK]`` in the tokenizer used (0 … 4 in one trained here)."""
-
-    pad: int
-    unk: int
-    cls: int
-    sep: int
-    mask: int
-
-    def all(self) -> tuple[int, ...]:
-        """The five ids, in :data:`SPECIAL_TOKENS` order."""
-        return (self.pad, self.unk, self.cls, self.sep, self.mask)
+MISSING_SPECIALS_FIX = (
+    f"a masked-LM tokenizer needs all of {' '.join(BERT_SPECIAL_TOKENS)} (BERT's has them), or leave out "
+    "data.corpus.tokenizer (and the root's tokenizer.json) to train a WordPiece here"
+)
 
 
-@dataclass(frozen=True)
-class MLMTokenizer:
-    """The tokenizer of a masked-LM data set: ``vocab_size`` = largest id + 1; ``description`` as the module
-    docstring says; ``digest`` the SHA-256 of its JSON (a cache key)."""
-
-    tokenizer: Tokenizer
-    specials: SpecialIds
-    vocab_size: int
-    description: str
-    digest: str
+# --- corpus ---------------------------------------------------------------------------------------------------
 
 
-# --- corpus files ---------------------------------------------------------------------------------------------
-
-
-def find_corpus_layout(root: Path) -> Layout | None:
-    """``"text"`` (``train.txt`` and ``valid.txt``), ``"saved"`` (a ``save_to_disk`` DatasetDict), or None."""
-    if all((root / name).is_file() for name in TEXT_FILES.values()):
-        return "text"
-    return "saved" if corpus_text.has_saved_layout(root) else None
-
-
-def _missing_layout(root: Path) -> str:
-    """What neither layout found under ``root``, in words."""
-    text = [name for name in TEXT_FILES.values() if not (root / name).is_file()]
-    return (
-        f"the text layout lacks {', '.join(text)}; the saved layout lacks {', '.join(corpus_text.missing_saved(root))}"
-    )
-
-
-def locate_corpus(spec: MLMCorpusData) -> tuple[Path | None, Layout]:
-    """(root, layout) of the corpus: (None, "generated") for a generated one; else the folder and its layout,
-    or a :class:`DataNotFoundError` naming the folder, both layouts and ``$MLM_CORPUS_ROOT``."""
-    if spec.corpus_options.source == "generated":
-        return None, "generated"
-    if spec.corpus_options.source == "hub":
-        return spec.corpus_hub(), "hub"
+def corpus_source(spec: MLMCorpusData) -> TextSource:
+    """Where the corpus is: generated, the Hub, or a folder in either layout; a :class:`DataNotFoundError`
+    naming the folder, both layouts and ``$MLM_CORPUS_ROOT`` when the folder is unset or holds neither."""
+    corpus = spec.corpus_options
+    if corpus.source == "generated":
+        split = functools.partial(_generated_split, corpus)
+        return TextSource(
+            "generated", "mlm_corpus", generated=split, generated_identity=(corpus.generated_sentences, corpus.seed)
+        )
+    if corpus.source == "hub":
+        return TextSource("hub", "mlm_corpus", hub=spec.corpus_hub())
     root = spec.optional_root()
     layouts = (
         "train.txt and valid.txt (one document per line), or a datasets folder saved with save_to_disk "
@@ -160,13 +130,13 @@ def locate_corpus(spec: MLMCorpusData) -> tuple[Path | None, Layout]:
             f"${MLM_CORPUS_ROOT_ENV} to a folder holding {layouts}, or set data.corpus.source: generated. "
             "Nothing is downloaded."
         )
-    layout = find_corpus_layout(root)
+    layout = find_layout(root, TEXT_FILES)
     if layout is None:
         raise DataNotFoundError(
-            f"mlm_corpus: expected under {root} either {layouts}; {_missing_layout(root)}. Point `data.root` / "
-            f"${MLM_CORPUS_ROOT_ENV} at the folder that holds them. Nothing is downloaded."
+            f"mlm_corpus: expected under {root} either {layouts}; {missing_layout(root, TEXT_FILES)}. Point "
+            f"`data.root` / ${MLM_CORPUS_ROOT_ENV} at the folder that holds them. Nothing is downloaded."
         )
-    return root, layout
+    return TextSource(layout, "mlm_corpus", root=root, files=TEXT_FILES)
 
 
 @functools.lru_cache(maxsize=2)
@@ -182,204 +152,34 @@ def _generated_split(corpus: CorpusSpec, split: str) -> tuple[str, ...]:
     return sentences[:cut] if split == "train" else sentences[cut:]
 
 
-def _iter_text_lines(path: Path) -> Iterator[str]:
-    """The non-empty lines of a text file, stripped: one document each."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            document = line.strip()
-            if document:
-                yield document
-
-
-def iter_documents(root: Path | None, layout: Layout, split: str, corpus: CorpusSpec) -> Iterator[str]:
-    """The documents of ``split`` (``train`` or ``val``) in order, read lazily."""
-    if layout == "text":
-        return _iter_text_lines(root / TEXT_FILES[split])
-    if layout == "saved":
-        return corpus_text.iter_saved(root, split, "mlm_corpus")
-    if layout == "generated":
-        return iter(_generated_split(corpus, split))
-    if layout == "hub":
-        return iter_text(root.load(split), corpus_text.TEXT_COLUMN, "mlm_corpus")
-    raise ValueError(f"unknown mlm_corpus layout {layout!r}; expected 'text', 'saved', 'generated' or 'hub'")
-
-
-def split_identity(root: Path | None, layout: Layout, split: str, corpus: CorpusSpec) -> list:
-    """What a split is read from, for cache keys: [path, size, mtime_ns] of every file, or the generated
-    corpus's [size, seed]."""
-    if layout == "generated":
-        return ["generated", corpus.generated_sentences, corpus.seed]
-    if layout == "hub":
-        return [root.identity(), root.split_name(split)]
-    if layout == "saved":
-        return corpus_text.saved_split_identity(root, split)
-    return corpus_text.files_identity([root / TEXT_FILES[split]])
-
-
-# --- tokenizer --------------------------------------------------------------------------------------------------
-
-
-def special_ids(tokenizer: Tokenizer, where: str) -> SpecialIds:
-    """The ids of :data:`SPECIAL_TOKENS` in ``tokenizer``; ``ValueError`` naming the missing ones and ``where``."""
-    ids = {token: tokenizer.token_to_id(token) for token in SPECIAL_TOKENS}
-    missing = [token for token, index in ids.items() if index is None]
-    if missing:
-        raise ValueError(
-            f"mlm_corpus: the tokenizer {where} lacks the special tokens {', '.join(missing)}; a masked-LM "
-            f"tokenizer needs all of {' '.join(SPECIAL_TOKENS)} (BERT's has them), or leave out "
-            "data.corpus.tokenizer (and the root's tokenizer.json) to train a WordPiece here"
+def load_mlm_tokenizer(corpus: CorpusSpec, source: TextSource, folder: Path | None = None) -> TextTokenizer:
+    """The given tokenizer.json (``corpus.tokenizer``, relative to the root, else the root's tokenizer.json;
+    truncation and padding switched off, as packing and GLUE encoding cut and pad themselves), else the
+    WordPiece trained here (cached in ``folder``, default ``$SWEEP_CACHE_DIR/mlm_corpus``)."""
+    given = given_tokenizer(corpus.tokenizer, source.root)
+    if given is None:
+        folder = folder if folder is not None else cache_dir("mlm_corpus")
+        asked = corpus.vocab_size or CRAMMING_VOCAB_SIZE
+        return trained_tokenizer(source, WORDPIECE, asked, folder, MLM_CACHE_FORMAT, "data.corpus.vocab_size")
+    if not given.is_file():
+        raise DataNotFoundError(
+            f"mlm_corpus: the tokenizer file {given} (data.corpus.tokenizer; a relative path is read from "
+            f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here"
         )
-    return SpecialIds(*(ids[token] for token in SPECIAL_TOKENS))
-
-
-def read_mlm_tokenizer(path: Path) -> MLMTokenizer:
-    """A tokenizer.json with the five special tokens, truncation and padding switched off (packing and GLUE
-    encoding cut and pad themselves)."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    specials = special_ids(tokenizer, str(path))
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return MLMTokenizer(tokenizer, specials, corpus_text.vocab_size_of(tokenizer), f"file:{path.resolve()}", digest)
-
-
-def train_wordpiece(documents: Iterable[str], vocab_size: int) -> Tokenizer:
-    """Cramming's WordPiece, trained with HF ``tokenizers`` on ``documents``: BERT's normaliser (lower-case,
-    accents stripped, text cleaned) and pre-tokeniser, ``[UNK]`` for unknown words, :data:`SPECIAL_TOKENS` as
-    ids 0 … 4, at most ``vocab_size`` ids (fewer when the text has fewer words), unless the characters seen
-    alone exceed it (the trainer keeps them all)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-    tokenizer.train_from_iterator(documents, trainer)
-    return tokenizer
-
-
-def trained_wordpiece(
-    root: Path | None, layout: Layout, corpus: CorpusSpec, vocab_size: int, folder: Path
-) -> MLMTokenizer:
-    """The WordPiece trained on this corpus's training text: read from ``folder`` when trained before (keyed
-    by the training split's identity, ``vocab_size`` and the characters read), else trained and saved there."""
-    identity = {
-        "format": MLM_CACHE_FORMAT,
-        "train": split_identity(root, layout, "train", corpus),
-        "vocab_size": vocab_size,
-        "chars": corpus_text.TOKENIZER_TRAIN_CHARS,
-    }
-
-    def train() -> Tokenizer:
-        log.info("mlm_corpus: training a %d-token WordPiece on the %s corpus", vocab_size, layout)
-        documents = corpus_text.first_chars(
-            iter_documents(root, layout, "train", corpus), corpus_text.TOKENIZER_TRAIN_CHARS
-        )
-        return train_wordpiece(documents, vocab_size)
-
-    tokenizer, digest = corpus_text.cached_tokenizer(identity, folder, "wordpiece", train, "mlm_corpus")
-    description = f"trained:wordpiece-{vocab_size}-{digest[:12]}"
-    return MLMTokenizer(
-        tokenizer, special_ids(tokenizer, description), corpus_text.vocab_size_of(tokenizer), description, digest
-    )
-
-
-def load_mlm_tokenizer(
-    corpus: CorpusSpec, root: Path | None, layout: Layout, folder: Path | None = None
-) -> MLMTokenizer:
-    """The given tokenizer.json (``corpus.tokenizer``, relative to the root, else the root's tokenizer.json),
-    else the WordPiece trained here (cached in ``folder``, default ``$SWEEP_CACHE_DIR/mlm_corpus``)."""
-    given = corpus_text.given_tokenizer(corpus.tokenizer, root if isinstance(root, Path) else None)
-    if given is not None:
-        if not given.is_file():
-            raise DataNotFoundError(
-                f"mlm_corpus: the tokenizer file {given} (data.corpus.tokenizer; a relative path is read from "
-                f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here"
-            )
-        return read_mlm_tokenizer(given)
-    folder = folder if folder is not None else cache_dir("mlm_corpus")
-    asked = corpus.vocab_size or CRAMMING_VOCAB_SIZE
-    trained = trained_wordpiece(root, layout, corpus, asked, folder)
-    if (
-        trained.vocab_size > asked
-    ):  # models are planned with the size asked (MLMCorpusData.vocab_size): it must hold every id
-        raise ValueError(
-            f"mlm_corpus: the WordPiece trained here has {trained.vocab_size} ids, more than "
-            f"data.corpus.vocab_size={asked} (the trainer keeps every character of the text); raise "
-            f"data.corpus.vocab_size to at least {trained.vocab_size}"
-        )
-    return trained
-
-
-# --- packing ---------------------------------------------------------------------------------------------------
-
-
-def _encode(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
-    """The ids of each text, without special tokens."""
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    return [encoding.ids for encoding in encode(texts, add_special_tokens=False)]
-
-
-def encode_documents(
-    tokenizer: Tokenizer, documents: Iterable[str], sep_id: int, max_tokens: int | None, dtype: np.dtype
-) -> np.ndarray:
-    """One stream of ids: each document's ids (no special tokens added) followed by ``sep_id``; documents are
-    read only until the stream has ``max_tokens`` ids (None: all), and it is cut there."""
-    parts: list[np.ndarray] = []
-    total = 0
-    for batch in corpus_text.batched(documents, corpus_text.ENCODE_BATCH):
-        encoded = _encode(tokenizer, batch)
-        ends = np.cumsum([len(ids) + 1 for ids in encoded])  # one past each document's [SEP]
-        flat = np.full(int(ends[-1]), sep_id, dtype=dtype)
-        words = np.ones(len(flat), dtype=bool)
-        words[ends - 1] = False
-        flat[words] = np.fromiter(chain.from_iterable(encoded), dtype=dtype, count=len(flat) - len(encoded))
-        parts.append(flat)
-        total += len(flat)
-        if max_tokens is not None and total >= max_tokens:
-            break
-    stream = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-    return stream[:max_tokens] if max_tokens is not None else stream
-
-
-def pack_mlm_windows(stream: np.ndarray, seq_len: int) -> np.ndarray:
-    """(W, seq_len) windows, W = len(stream) // seq_len: window w is ``stream[w·seq_len : (w+1)·seq_len]``;
-    the remainder is dropped."""
-    windows = len(stream) // seq_len
-    return stream[: windows * seq_len].reshape(windows, seq_len)
+    read = read_tokenizer(given, BERT_SPECIAL_TOKENS, "mlm_corpus", MISSING_SPECIALS_FIX)
+    read.tokenizer.no_truncation()
+    read.tokenizer.no_padding()
+    return read
 
 
 def load_mlm_streams(
-    corpus: CorpusSpec, root: Path | None, layout: Layout, tokenizer: MLMTokenizer, folder: Path | None = None
+    corpus: CorpusSpec, source: TextSource, tokenizer: TextTokenizer, folder: Path | None = None
 ) -> dict[str, np.ndarray]:
-    """``{"train": stream, "val": stream}`` of the corpus packed as the module docstring says, read from the
-    cache in ``folder`` (default ``$SWEEP_CACHE_DIR/mlm_corpus``) when these files, tokenizer and caps were packed
-    before, else tokenised and stored there."""
+    """``{"train": stream, "val": stream}``: each document without special tokens, then ``[SEP]``
+    (``workers.data.text.streams.cached_streams``; cached in ``folder``, default ``$SWEEP_CACHE_DIR/mlm_corpus``)."""
     folder = folder if folder is not None else cache_dir("mlm_corpus")
-    identity = {
-        "format": MLM_CACHE_FORMAT,
-        "train": split_identity(root, layout, "train", corpus),
-        "val": split_identity(root, layout, "val", corpus),
-        "tokenizer": [tokenizer.description, tokenizer.digest],
-        "caps": [corpus.train_tokens, corpus.val_tokens],
-    }
-    key = hash_key(identity)
-    path = folder / f"mlm-{key}.npz"
-    cached = read_arrays(path, key, "mlm_corpus")
-    if cached is not None:
-        return cached
-    dtype = smallest_uint(tokenizer.vocab_size)
-    streams = {
-        split: encode_documents(
-            tokenizer.tokenizer, iter_documents(root, layout, split, corpus), tokenizer.specials.sep, cap, dtype
-        )
-        for split, cap in (("train", corpus.train_tokens), ("val", corpus.val_tokens))
-    }
-    write_arrays(path, key, streams, "mlm_corpus")
-    return streams
+    caps = {"train": corpus.train_tokens, "val": corpus.val_tokens}
+    return cached_streams(source, tokenizer, tokenizer.bert_ids.sep, caps, folder, "mlm", MLM_CACHE_FORMAT)
 
 
 # --- masking ---------------------------------------------------------------------------------------------------
@@ -442,156 +242,6 @@ def mask_validation(windows: np.ndarray, corpus: CorpusSpec, specials: SpecialId
     return inputs.numpy().astype(windows.dtype), labels.numpy()
 
 
-# --- GLUE ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GlueArrays:
-    """One GLUE task encoded for fine-tuning. ``ids_*``: (N, seq_len) in the smallest unsigned type that holds
-    the vocabulary, ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` then ``[PAD]``; ``lengths_*``: int32 (N,),
-    real tokens per row; ``labels_*``: int64 class indices, or float32 scores for STS-B (``num_labels`` 1).
-    ``metric`` is the task's GLUE metric (``workers.data.glue``); ``skipped_rows`` counts the rows of both files
-    dropped for having too few columns."""
-
-    task: str
-    metric: str
-    num_labels: int
-    ids_train: np.ndarray
-    lengths_train: np.ndarray
-    labels_train: np.ndarray
-    ids_dev: np.ndarray
-    lengths_dev: np.ndarray
-    labels_dev: np.ndarray
-    skipped_rows: int
-
-    @property
-    def is_regression(self) -> bool:
-        """True for STS-B: float labels and one output."""
-        return self.labels_train.dtype.kind == "f"
-
-
-def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
-    """Tokens kept of a and b when at most ``budget`` fit, longest-first: one token at a time is dropped
-    from the end of the longer of the two (of b when they are equal) until ``kept_a + kept_b <= budget``.
-    The closed form of that loop: the shorter side is kept whole when it fits in half the budget, else a
-    keeps ⌈budget/2⌉ and b ⌊budget/2⌋."""
-    if len_a + len_b <= budget:
-        return len_a, len_b
-    if len_a > len_b and budget - len_b >= len_b:
-        return budget - len_b, len_b
-    if len_b >= len_a and budget - len_a >= len_a:
-        return len_a, budget - len_a
-    return (budget + 1) // 2, budget // 2
-
-
-def encode_glue_examples(
-    tokenizer: MLMTokenizer, text_a: list[str], text_b: list[str] | None, seq_len: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(ids (N, seq_len) in the smallest unsigned type, lengths int32 (N,)): each example as
-    ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` (a and b encoded without special tokens), a and b cut by
-    :func:`truncate_pair` (a alone: its first tokens) so the whole fits ``seq_len``, then ``[PAD]``."""
-    specials = tokenizer.specials
-    extra = 2 if text_b is None else 3
-    if seq_len < extra + 1:
-        raise ValueError(
-            f"mlm_corpus: GLUE examples need seq_len >= {extra + 1} ([CLS], [SEP]s and a token), but got "
-            f"(seq_len={seq_len})"
-        )
-    ids = np.full((len(text_a), seq_len), specials.pad, dtype=smallest_uint(tokenizer.vocab_size))
-    lengths = np.zeros(len(text_a), dtype=np.int32)
-    for start in range(0, len(text_a), corpus_text.ENCODE_BATCH):
-        batch_a = _encode(tokenizer.tokenizer, text_a[start : start + corpus_text.ENCODE_BATCH])
-        batch_b = (
-            _encode(tokenizer.tokenizer, text_b[start : start + corpus_text.ENCODE_BATCH])
-            if text_b is not None
-            else None
-        )
-        for offset, a in enumerate(batch_a):
-            if batch_b is None:
-                row = [specials.cls, *a[: seq_len - extra], specials.sep]
-            else:
-                b = batch_b[offset]
-                keep_a, keep_b = truncate_pair(len(a), len(b), seq_len - extra)
-                row = [specials.cls, *a[:keep_a], specials.sep, *b[:keep_b], specials.sep]
-            ids[start + offset, : len(row)] = row
-            lengths[start + offset] = len(row)
-    return ids, lengths
-
-
-def generated_glue_root(glue: GlueSpec, seed: int, folder: Path | None = None) -> Path:
-    """Write the generated task ``synthetic`` under ``<folder>/glue-generated-<train>-<dev>-<seed>`` (folder:
-    ``$SWEEP_CACHE_DIR/mlm_corpus``) and return that GLUE root."""
-    folder = folder if folder is not None else cache_dir("mlm_corpus")
-    root = folder / f"glue-generated-{glue.generated_train_rows}-{glue.generated_dev_rows}-{seed}"
-    glue_files.write_generated_glue(root, glue.generated_train_rows, glue.generated_dev_rows, seed=seed)
-    return root
-
-
-def _encoded_split(read, task: str, split: str, limit: int | None, tokenizer, seq_len: int):
-    """(ids, lengths, labels, skipped rows) of one split of one task, its first ``limit`` rows; ``read(task,
-    split)`` gives its examples."""
-    examples = read(task, split)
-    text_a = examples.text_a[:limit]
-    text_b = examples.text_b[:limit] if examples.text_b is not None else None
-    ids, lengths = encode_glue_examples(tokenizer, text_a, text_b, seq_len)
-    return ids, lengths, examples.labels[:limit], examples.skipped_rows
-
-
-def load_glue_arrays(
-    glue: GlueSpec, tokenizer: MLMTokenizer, seq_len: int, seed: int, folder: Path | None = None
-) -> dict[str, GlueArrays]:
-    """Every task of ``glue.tasks``, in that order, encoded by :func:`encode_glue_examples`; read from
-    ``glue.root`` or ``$GLUE_DIR``, or the generated task written under ``folder`` with ``seed``. Tasks with
-    the same training file (``mnli``, ``mnli_mm``) share one encoding of it."""
-    read = glue_reader(glue, seed, folder)
-    trains: dict[tuple[str, str], tuple] = {}
-    arrays = {}
-    for name in glue.tasks:
-        task = glue_files.get_task(name)
-        source = (task.directory, task.train_file)
-        if source not in trains:
-            trains[source] = _encoded_split(read, name, "train", glue.limit_train, tokenizer, seq_len)
-        train = trains[source]
-        dev = _encoded_split(read, name, "dev", glue.limit_dev, tokenizer, seq_len)
-        arrays[name] = GlueArrays(name, task.metric, task.num_labels, *train[:3], *dev[:3], train[3] + dev[3])
-    return arrays
-
-
-def glue_reader(glue: GlueSpec, seed: int, folder: Path | None):
-    """``read(task, split) -> GlueExamples`` for where the tasks are: the Hub, the generated task (written
-    under ``folder`` with ``seed``), or ``glue.root`` / ``$GLUE_DIR``."""
-    if glue.hub is not None:
-        hub = glue_hub(glue)
-        return lambda task, split: glue_files.read_hub_split(hub, task, split)
-    root = generated_glue_root(glue, seed, folder) if glue.generated else glue_files.glue_root(glue.root)
-    return lambda task, split: glue_files.read_glue_split(root, task, split)
-
-
-def glue_hub(glue: GlueSpec) -> HubSplits:
-    return HubSplits(glue.hub.repo or glue_files.HUB_REPO, glue.hub, "glue")
-
-
-def _require_glue(glue: GlueSpec) -> None:
-    """:class:`DataNotFoundError` naming the first missing GLUE file (or the unset root); nothing for the
-    generated task, which is written at load, nor for the Hub's, read through the datasets cache."""
-    if glue.generated or glue.hub is not None:
-        return
-    try:
-        root = glue_files.glue_root(glue.root)
-    except FileNotFoundError as exc:
-        raise DataNotFoundError(f"mlm_corpus: {exc}") from None
-    for name in glue.tasks:
-        for split in glue_files.SPLITS:
-            path = glue_files.split_path(root, name, split)
-            if not path.is_file():
-                raise DataNotFoundError(
-                    f"mlm_corpus: the GLUE file {path} ({name}, {split}) does not exist; set `data.glue.root` or "
-                    f"${glue_files.GLUE_ROOT_ENV} to the glue_data folder (<TASK>/train.tsv, dev.tsv; MNLI: "
-                    "dev_matched.tsv, dev_mismatched.tsv), or drop the task from data.glue.tasks. "
-                    "Nothing is downloaded."
-                )
-
-
 # --- splits and batches ----------------------------------------------------------------------------------------
 
 
@@ -634,8 +284,9 @@ class MLMSplits:
 
 
 def _windows(stream: np.ndarray, seq_len: int, split: str, corpus: CorpusSpec) -> np.ndarray:
-    """:func:`pack_mlm_windows`, or a ``ValueError`` naming the knob when the split gives no window."""
-    windows = pack_mlm_windows(stream, seq_len)
+    """``block_windows`` (``workers.data.text.streams``), or a ``ValueError`` naming the knob when the split
+    gives no window."""
+    windows = block_windows(stream, seq_len)
     if not len(windows):
         knob = "generated_sentences" if corpus.source == "generated" else f"{split}_tokens (or add text)"
         raise ValueError(
@@ -653,12 +304,12 @@ def load_mlm_arrays(spec: MLMCorpusData, directory: str | os.PathLike | None = N
     corpus, glue = spec.corpus_options, spec.glue_options
     folder = Path(directory).expanduser() if directory is not None else cache_dir("mlm_corpus")
     spec.require_local()
-    root, layout = locate_corpus(spec)
-    tokenizer = load_mlm_tokenizer(corpus, root, layout, folder)
-    streams = load_mlm_streams(corpus, root, layout, tokenizer, folder)
+    source = corpus_source(spec)
+    tokenizer = load_mlm_tokenizer(corpus, source, folder)
+    streams = load_mlm_streams(corpus, source, tokenizer, folder)
     train = _windows(streams["train"], spec.seq_len, "train", corpus)
     val_ids, val_labels = mask_validation(
-        _windows(streams["val"], spec.seq_len, "val", corpus), corpus, tokenizer.specials, tokenizer.vocab_size
+        _windows(streams["val"], spec.seq_len, "val", corpus), corpus, tokenizer.bert_ids, tokenizer.vocab_size
     )
     splits = MLMSplits(
         "mlm_corpus",
@@ -668,7 +319,7 @@ def load_mlm_arrays(spec: MLMCorpusData, directory: str | os.PathLike | None = N
         tokenizer.vocab_size,
         spec.seq_len,
         tokenizer.description,
-        tokenizer.specials,
+        tokenizer.bert_ids,
         corpus.mask_prob,
         load_glue_arrays(glue, tokenizer, spec.seq_len, corpus.seed, folder),
         model_vocab_size=max(spec.vocab_size(), tokenizer.vocab_size),
@@ -727,8 +378,6 @@ class MLMBatches(TokenWindowBatches):
 
 # --- the data set -----------------------------------------------------------------------------------------------
 
-CRAMMING_GLUE_TASKS = ("mnli", "mnli_mm", "qqp", "qnli", "sst2", "cola", "stsb", "mrpc", "rte")  # cramming: no WNLI
-
 
 class CorpusSpec(StrictModel):
     """The masked-LM pretraining text (``data.corpus``; the module docstring defines every step).
@@ -767,42 +416,6 @@ class CorpusSpec(StrictModel):
                 "vocab_size is for a tokenizer trained here; a given tokenizer.json has its own, but got "
                 f"(tokenizer={self.tokenizer!r}, vocab_size={self.vocab_size})"
             )
-        return self
-
-
-class GlueSpec(StrictModel):
-    """The GLUE tasks a pretrained encoder is fine-tuned and scored on (``data.glue``; ``workers/data/glue.py``,
-    ``workers/finetune.py``).
-
-    ``root``: the ``glue_data`` folder (``<TASK>/{train,dev}.tsv``), or ``$GLUE_DIR``. ``tasks``: cramming's
-    eight tasks with MNLI's matched and mismatched dev sets counted apart (their GLUE average). ``generated``:
-    write the generated ``synthetic`` task (``generated_train_rows`` / ``generated_dev_rows``) under the cache
-    instead of reading a root; it only checks that the pipeline runs. ``limit_train`` / ``limit_dev``: keep
-    the first rows of each task's split."""
-
-    root: str | None = None
-    hub: HubSource | None = Field(default=None, description="read the tasks from the Hub (repo default nyu-mll/glue)")
-    tasks: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(CRAMMING_GLUE_TASKS))
-    generated: bool = False
-    generated_train_rows: int = Field(default=2000, ge=2)
-    generated_dev_rows: int = Field(default=500, ge=2)
-    limit_train: int | None = Field(default=None, ge=1)
-    limit_dev: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _known_tasks(self) -> GlueSpec:
-        unknown = [task for task in self.tasks if task not in glue_files.GLUE_TASKS]
-        if unknown:
-            raise ValueError(f"unknown GLUE tasks {unknown}; known: {', '.join(glue_files.GLUE_TASKS)}")
-        if self.generated and self.tasks != ["synthetic"]:
-            raise ValueError(
-                f"generated GLUE data is the one task 'synthetic', but got (tasks={self.tasks}); "
-                "set tasks: [synthetic], or generated: false and a root"
-            )
-        if len(set(self.tasks)) != len(self.tasks):
-            raise ValueError(f"tasks must be unique, but got {self.tasks}")
-        if self.hub is not None and (self.generated or self.root is not None):
-            raise ValueError("glue: hub reads the tasks from the Hub; leave out root and generated with it")
         return self
 
 
@@ -864,7 +477,7 @@ class MLMCorpusData(LanguageDataSpec):
         real size, known after training, can be smaller; a larger one is an error at load)."""
         corpus = self.corpus_options
         root = self.optional_root() if corpus.source == "folder" else None
-        path = corpus_text.given_tokenizer(corpus.tokenizer, root)
+        path = given_tokenizer(corpus.tokenizer, root)
         if path is None:
             return corpus.vocab_size or CRAMMING_VOCAB_SIZE
         if not path.is_file():
@@ -873,21 +486,22 @@ class MLMCorpusData(LanguageDataSpec):
                 f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist, so the vocabulary size cannot be known; "
                 "leave it out to train a WordPiece here"
             )
-        return read_mlm_tokenizer(path).vocab_size
+        return read_tokenizer(path, BERT_SPECIAL_TOKENS, "mlm_corpus", MISSING_SPECIALS_FIX).vocab_size
 
     def require_local(self) -> Path | None:
         """The corpus root once the corpus, the given tokenizer file and the GLUE files are all there (None for
         a generated corpus); otherwise a :class:`DataNotFoundError` saying what is missing. Reads no data."""
-        root, _ = locate_corpus(self)
-        root = root if isinstance(root, Path) else None  # the Hub's corpus is read through the datasets cache
-        given = corpus_text.given_tokenizer(self.corpus_options.tokenizer, root)
+        root = corpus_source(
+            self
+        ).root  # None for the Hub's corpus (read through the datasets cache) or a generated one
+        given = given_tokenizer(self.corpus_options.tokenizer, root)
         if given is not None and not given.is_file():
             raise DataNotFoundError(
                 f"mlm_corpus: the tokenizer file {given} (data.corpus.tokenizer; a relative path is read from "
                 f"`data.root` / ${MLM_CORPUS_ROOT_ENV}) does not exist; leave it out to train a WordPiece here. "
                 "Nothing is downloaded."
             )
-        _require_glue(self.glue_options)
+        require_glue(self.glue_options)
         return root
 
     def load_arrays(self) -> MLMSplits:

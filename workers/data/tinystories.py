@@ -29,6 +29,9 @@ one id and every id after the first is a target exactly once); ``ids`` is a wind
 ``labels`` its last L (the next token at every position, all scored). A stream of n ids gives
 (n - 1) // L windows; the tail is dropped.
 
+The reading, tokenising, packing and caching are ``workers/data/text/``'s; this module says which files,
+tokenizer recipe, separator and packing.
+
 *Cache*: the streams are kept as ``.npz`` (ids in the smallest unsigned type that holds the vocabulary)
 under ``$SWEEP_CACHE_DIR/tinystories/`` (``workers/data/cache.py``), keyed by a hash
 of each split's files (path, size, mtime), the tokenizer (its description and the SHA-256 of its JSON) and
@@ -46,12 +49,11 @@ read (5 M tokens: 0.04 s).
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -60,109 +62,39 @@ from pydantic import Field, model_validator
 from workers.config import StrictModel
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, keep_first_rows
 from workers.data.batches import LMBatches
-from workers.data.cache import cache_dir, hash_key, read_arrays, write_arrays
-from workers.data.hub import HubSourced, HubSplits, iter_text
-from workers.data.splits import LMSplits, smallest_uint
-from workers.data.text import (
-    ENCODE_BATCH,
-    TEXT_COLUMN,
-    TOKENIZER_TRAIN_CHARS,
-    batched,
-    cached_tokenizer,
-    files_identity,
-    first_chars,
+from workers.data.cache import cache_dir
+from workers.data.hub import HubSourced
+from workers.data.splits import LMSplits
+from workers.data.text.documents import TextFiles, TextSource, find_layout, missing_layout, read_separated
+from workers.data.text.streams import cached_streams, next_token_windows
+from workers.data.text.tokenizer import (
+    BYTELEVEL_BPE,
+    EOT,
+    TextTokenizer,
     given_tokenizer,
-    has_saved_layout,
-    iter_saved,
-    missing_saved,
-    saved_split_identity,
-    vocab_size_of,
+    read_tokenizer,
+    trained_tokenizer,
 )
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
 
 TINYSTORIES_ROOT_ENV = "TINYSTORIES_ROOT"
-EOT = "<|endoftext|>"
-TEXT_FILES = {"train": "TinyStories-train.txt", "val": "TinyStories-valid.txt"}
+TEXT_FILES = TextFiles({"train": "TinyStories-train.txt", "val": "TinyStories-valid.txt"}, read_separated(EOT))
 TEXT_DEFAULT_VOCAB_SIZE = 4096  # a byte-level BPE trained here when no tokenizer.json is given
 HUB_REPO = "roneneldan/TinyStories"  # source: hub, when data.hub.repo is left out
 TEXT_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
+MISSING_EOT_FIX = (
+    f"stories are joined with {EOT!r}, so the tokenizer must have it (GPT-2's does), or leave out the tokenizer "
+    "to train one here"
+)
 
 
-# --- files ----------------------------------------------------------------------------------------------------
-
-
-def find_layout(root: Path) -> str | None:
-    """``"text"`` (the release's two text files), ``"saved"`` (a ``save_to_disk`` DatasetDict folder), or None."""
-    if all((root / name).is_file() for name in TEXT_FILES.values()):
-        return "text"
-    return "saved" if has_saved_layout(root) else None
-
-
-def missing_layout(root: Path) -> str:
-    """What neither layout found under ``root``, in words (for the error message)."""
-    text = [name for name in TEXT_FILES.values() if not (root / name).is_file()]
-    return f"the text layout lacks {', '.join(text)}; the saved layout lacks {', '.join(missing_saved(root))}"
-
-
-def _iter_text_file(path: Path) -> Iterator[str]:
-    """Stories of a release text file: the text between ``<|endoftext|>`` separators, stripped."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        parts: list[str] = []
-        for line in handle:
-            while EOT in line:
-                before, line = line.split(EOT, 1)
-                parts.append(before)
-                story = "".join(parts).strip()
-                parts = []
-                if story:
-                    yield story
-            parts.append(line)
-        story = "".join(parts).strip()
-        if story:
-            yield story
-
-
-def iter_stories(root: Path | HubSplits, layout: str, split: str) -> Iterator[str]:
-    """The stories of ``split`` (``train`` or ``val``) in file order, read lazily (``root`` is the repository
-    for the ``hub`` layout)."""
-    if layout == "hub":
-        return iter_text(root.load(split), TEXT_COLUMN, "tinystories")
-    if layout == "text":
-        return _iter_text_file(root / TEXT_FILES[split])
-    if layout == "saved":
-        return iter_saved(root, split, "tinystories")
-    raise ValueError(f"unknown TinyStories layout {layout!r}; expected 'text' or 'saved'")
-
-
-def split_identity(root: Path | HubSplits, layout: str, split: str) -> list:
-    """[path, size, mtime_ns] of every file a split is read from (the cache key's view of the data); for the
-    Hub, the repository, revision and split."""
-    if layout == "hub":
-        return [root.identity(), root.split_name(split)]
-    if layout == "text":
-        return files_identity([root / TEXT_FILES[split]])
-    return saved_split_identity(root, split)
-
-
-# --- tokenizer ------------------------------------------------------------------------------------------------
-
-
-def read_tokenizer(path: Path) -> tuple[Tokenizer, int, int]:
-    """(tokenizer, id of ``<|endoftext|>``, vocabulary size = largest id + 1) of a tokenizer.json."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    eot = tokenizer.token_to_id(EOT)
-    if eot is None:
-        raise ValueError(
-            f"tinystories: the tokenizer {path} has no {EOT!r} token; stories are joined with it, so the "
-            "tokenizer must have it (GPT-2's does), or leave out the tokenizer to train one here"
-        )
-    return tokenizer, eot, vocab_size_of(tokenizer)
+def read_story_tokenizer(path: Path, text: TextSpec) -> TextTokenizer:
+    """The tokenizer.json at ``path``, which must hold ``<|endoftext|>``, checked against the space's sizes
+    (:func:`check_tokenizer_vocab`)."""
+    tokenizer = read_tokenizer(path, (EOT,), "tinystories", MISSING_EOT_FIX)
+    check_tokenizer_vocab(text, path, tokenizer.vocab_size)
+    return tokenizer
 
 
 def check_tokenizer_vocab(text: TextSpec, path: Path, vocab_size: int) -> None:
@@ -181,145 +113,33 @@ def check_tokenizer_vocab(text: TextSpec, path: Path, vocab_size: int) -> None:
         )
 
 
-def train_tokenizer(stories: Iterable[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE (GPT-2's pre-tokenisation and decoder) with ``<|endoftext|>`` as id 0, trained with HF
-    ``tokenizers`` on ``stories``: at most ``vocab_size`` ids (fewer when the text allows fewer merges)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(batched(stories, ENCODE_BATCH), trainer)
-    return tokenizer
-
-
-def trained_tokenizer(root: Path, layout: str, vocab_size: int, folder: Path) -> tuple[Tokenizer, str]:
-    """(tokenizer, description) of the BPE trained on this root's training text, read from ``folder`` when
-    trained before (keyed by the training files' identity, ``vocab_size`` and the characters read), else
-    trained and saved there."""
-    identity = {
-        "format": TEXT_CACHE_FORMAT,
-        "train": split_identity(root, layout, "train"),
-        "vocab_size": vocab_size,
-        "chars": TOKENIZER_TRAIN_CHARS,
-    }
-
-    def train() -> Tokenizer:
-        log.info("TinyStories: training a %d-token byte-level BPE on %s", vocab_size, root)
-        return train_tokenizer(first_chars(iter_stories(root, layout, "train"), TOKENIZER_TRAIN_CHARS), vocab_size)
-
-    tokenizer, digest = cached_tokenizer(identity, folder, "tokenizer", train, "TinyStories")
-    return tokenizer, f"trained:bytelevel-bpe-{vocab_size}-{digest[:12]}"
-
-
-def tinystories_tokenizer(root: Path, layout: str, text: TextSpec, folder: Path):
-    """``(tokenizer, end-of-text id, vocab_size, description, hash)``: the given tokenizer file
-    (``data.text.tokenizer``; the hash is of its bytes), or one trained on the training split (cached in
-    ``folder``; the description names its settings and serves as the hash)."""
-    given = given_tokenizer(text.tokenizer, root if isinstance(root, Path) else None)
+def story_tokenizer(source: TextSource, text: TextSpec, folder: Path) -> TextTokenizer:
+    """The given tokenizer file (``data.text.tokenizer``, else the root's tokenizer.json), or a byte-level BPE
+    trained on the training split (cached in ``folder``). A trained one keeps the size asked as its
+    ``vocab_size`` (the model's and the ids' dtype's), and its description as its cache key."""
+    given = given_tokenizer(text.tokenizer, source.root)
     if given is not None:
         if not given.is_file():
             raise FileNotFoundError(f"tinystories: the tokenizer file {given} (data.text.tokenizer) does not exist")
-        tokenizer, eot_id, vocab_size = read_tokenizer(given)
-        check_tokenizer_vocab(text, given, vocab_size)
-        return tokenizer, eot_id, vocab_size, f"file:{given.resolve()}", hashlib.sha256(given.read_bytes()).hexdigest()
-    vocab_size = text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
-    tokenizer, description = trained_tokenizer(root, layout, vocab_size, folder)
-    actual = vocab_size_of(tokenizer)
-    if actual > vocab_size:
-        raise ValueError(f"tinystories: trained tokenizer has {actual} ids, more than vocab_size={vocab_size}")
-    return tokenizer, tokenizer.token_to_id(EOT), vocab_size, description, description
-
-
-# --- tokenising and packing -----------------------------------------------------------------------------------
-
-
-def encode_stories(
-    tokenizer: Tokenizer, stories: Iterable[str], eot_id: int, max_tokens: int | None, dtype: np.dtype
-) -> np.ndarray:
-    """One stream of token ids: each story's ids followed by ``eot_id``; stories are read only until the
-    stream has ``max_tokens`` ids (None: all), and it is cut there."""
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    parts: list[np.ndarray] = []
-    total = 0
-
-    def flush(batch: list[str]) -> None:
-        nonlocal total
-        encoded = [encoding.ids for encoding in encode(batch)]
-        count = sum(len(ids) for ids in encoded) + len(encoded)
-        flat = np.empty(count, dtype=dtype)
-        offset = 0
-        for ids in encoded:
-            flat[offset : offset + len(ids)] = ids
-            offset += len(ids)
-            flat[offset] = eot_id
-            offset += 1
-        parts.append(flat)
-        total += count
-
-    batch: list[str] = []
-    for story in stories:
-        batch.append(story)
-        if len(batch) == ENCODE_BATCH:
-            flush(batch)
-            batch = []
-            if max_tokens is not None and total >= max_tokens:
-                break
-    else:
-        if batch:
-            flush(batch)
-    stream = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-    return stream[:max_tokens] if max_tokens is not None else stream
-
-
-def pack_windows(stream: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, labels), each (W, seq_len), W = (len(stream) - 1) // seq_len: window w is
-    ``stream[w·seq_len : w·seq_len + seq_len + 1]``, ids its first seq_len ids (the stream's dtype) and
-    labels its last seq_len (int64, all scored)."""
-    windows = max(len(stream) - 1, 0) // seq_len
-    span = windows * seq_len
-    ids = stream[:span].reshape(windows, seq_len)
-    labels = stream[1 : span + 1].astype(np.int64).reshape(windows, seq_len)
-    return ids, labels
+        return read_story_tokenizer(given, text)
+    asked = text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
+    trained = trained_tokenizer(source, BYTELEVEL_BPE, asked, folder, TEXT_CACHE_FORMAT, "text.vocab_size")
+    # Stream caches written before workers/data/text/ existed hold the description here: kept, so they are read.
+    return dataclasses.replace(trained, vocab_size=asked, key=trained.description)
 
 
 def load_tinystories_streams(
-    root: Path, layout: str, text: TextSpec, directory: str | os.PathLike | None = None
+    source: TextSource, text: TextSpec, directory: str | os.PathLike | None = None
 ) -> tuple[dict[str, np.ndarray], str, int]:
-    """``({"train": stream, "val": stream}, tokenizer description, vocab_size)`` for the TinyStories folder
-    ``root`` in ``layout``, from the cache when these files, tokenizer and caps were tokenised before, else
-    tokenised (training the tokenizer first when none is given) and stored. ``directory`` defaults to
-    ``$SWEEP_CACHE_DIR/tinystories``."""
+    """``({"train": stream, "val": stream}, tokenizer description, vocab_size)``: each story (encoded with the
+    tokenizer's own template) followed by ``<|endoftext|>`` (``workers.data.text.streams.cached_streams``),
+    cached in ``directory`` (default ``$SWEEP_CACHE_DIR/tinystories``)."""
     folder = Path(directory).expanduser() if directory is not None else cache_dir("tinystories")
-    tokenizer, eot_id, vocab_size, description, tokenizer_hash = tinystories_tokenizer(root, layout, text, folder)
-    identity = {
-        "format": TEXT_CACHE_FORMAT,
-        "train": split_identity(root, layout, "train"),
-        "val": split_identity(root, layout, "val"),
-        "tokenizer": [description, tokenizer_hash],
-        "caps": [text.train_tokens, text.val_tokens],
-    }
-    key = hash_key(identity)
-    path = folder / f"tinystories-{key}.npz"
-    cached = read_arrays(path, key, "TinyStories")
-    if cached is not None:
-        return cached, description, vocab_size
-    dtype = smallest_uint(vocab_size)
-    streams = {
-        split: encode_stories(tokenizer, iter_stories(root, layout, split), eot_id, cap, dtype)
-        for split, cap in (("train", text.train_tokens), ("val", text.val_tokens))
-    }
-    write_arrays(path, key, streams, "TinyStories")
-    return streams, description, vocab_size
-
-
-# --- the data set ---------------------------------------------------------------------------------------------
+    tokenizer = story_tokenizer(source, text, folder)
+    caps = {"train": text.train_tokens, "val": text.val_tokens}
+    eot_id = tokenizer.special_ids[0]
+    streams = cached_streams(source, tokenizer, eot_id, caps, folder, "tinystories", TEXT_CACHE_FORMAT, True)
+    return streams, tokenizer.description, tokenizer.vocab_size
 
 
 class TextSpec(StrictModel):
@@ -371,9 +191,7 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
         text = self.text_options
         path = given_tokenizer(text.tokenizer, self.optional_root() if self.source == "folder" else None)
         if path is not None and path.is_file():
-            size = read_tokenizer(path)[2]
-            check_tokenizer_vocab(text, path, size)
-            return size
+            return read_story_tokenizer(path, text).vocab_size
         if path is not None and text.expected_vocab_size is not None:  # not there yet: plan with the stated size
             return text.expected_vocab_size
         if path is not None:  # given, and not there: its size cannot be known
@@ -388,11 +206,11 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
         if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load
             return None
         root = self.resolve_root()
-        if find_layout(root) is None:
+        if find_layout(root, TEXT_FILES) is None:
             raise DataNotFoundError(
-                f"tinystories: expected under {root} either the release's {' and '.join(TEXT_FILES.values())} "
+                f"tinystories: expected under {root} either the release's {' and '.join(TEXT_FILES.names.values())} "
                 f"or a datasets folder saved with save_to_disk (dataset_dict.json, train/, validation/); "
-                f"{missing_layout(root)}. Point `data.root` / ${TINYSTORIES_ROOT_ENV} at the folder that "
+                f"{missing_layout(root, TEXT_FILES)}. Point `data.root` / ${TINYSTORIES_ROOT_ENV} at the folder that "
                 "holds them. Nothing is downloaded."
             )
         tokenizer = given_tokenizer(self.text_options.tokenizer, root)
@@ -404,14 +222,19 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
             )
         return root
 
+    def text_source(self) -> TextSource:
+        """Where the stories are: the Hub, or the data root in its layout (checked by :meth:`require_local`)."""
+        root = self.require_local()
+        if self.source == "hub":
+            return TextSource("hub", "tinystories", hub=self.hub_splits())
+        return TextSource(find_layout(root, TEXT_FILES), "tinystories", root=root, files=TEXT_FILES)
+
     def load_arrays(self) -> LMSplits:
         """Tokenised, packed into windows of ``seq_len`` + 1 ids and cached (:func:`load_tinystories_streams`)."""
-        root = self.require_local()
-        where, layout = (self.hub_splits(), "hub") if self.source == "hub" else (root, find_layout(root))
-        streams, description, vocab_size = load_tinystories_streams(where, layout, self.text_options)
+        streams, description, vocab_size = load_tinystories_streams(self.text_source(), self.text_options)
         packed = {}
         for split, stream in streams.items():
-            ids, labels = pack_windows(stream, self.seq_len)
+            ids, labels = next_token_windows(stream, self.seq_len)
             if not len(ids):
                 raise ValueError(
                     f"tinystories: the {split} split gives {len(stream)} token ids, fewer than seq_len + 1 = "

@@ -79,6 +79,11 @@ class Family:
     sequence), ``causal_lm`` (the same dict; the next token at every position) or ``masked_lm`` (the same
     dict; the masked tokens, then GLUE fine-tuning); ``example_input`` builds one such input of batch 1 on
     a device (FLOPs are counted on it).
+
+    ``output_projections``: each attention layer's output projection in depth order, the module whose input
+    is exactly the attention block A (B, N, h·d), where ``workers/conditioning.py`` hooks its interventions;
+    None when the family has none wired (then it must not accept ``conditioning``). ``example``: a small
+    shape it builds in seconds on a CPU, as spec fields (:meth:`example_spec`), for tests and docs.
     """
 
     name: str
@@ -94,6 +99,23 @@ class Family:
     example_input: Callable[[ModelSpec, torch.device | str], object] = field(
         default=lambda spec, device: image_input(spec, device)
     )
+    output_projections: Callable[[nn.Module], list[nn.Module]] | None = None
+    example: dict = field(default_factory=dict)
+
+    @property
+    def causal(self) -> bool:
+        """A position sees only itself and earlier ones (a causal LM): statistics over tokens must not look ahead."""
+        return self.modality == "causal_lm"
+
+    @property
+    def padded(self) -> bool:
+        """Its batches carry a padding mask (``attention_mask``, False on padding): statistics over tokens take
+        each sample's real tokens only."""
+        return self.modality == "sequence"
+
+    def example_spec(self, **overrides) -> ModelSpec:
+        """:attr:`example` as a ModelSpec of this family, with ``overrides``."""
+        return ModelSpec(**{"family": self.name, **self.example, **overrides})
 
     def problems(self, spec: ModelSpec) -> list[SpecProblem]:
         """Every reason this family cannot build ``spec`` (empty when it can)."""

@@ -275,4 +275,5 @@ CRAMMED_BERT = Family(
     check=lambda spec: check_sequence(spec, "crammed_bert", "ModernBERT's Wqkv maps d_model to 3 · d_model"),
     modality="masked_lm",
     example_input=sequence_input,
+    example=dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=48, seq_len=16, vocab_size=60, num_classes=60),
 )

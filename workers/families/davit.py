@@ -158,4 +158,18 @@ DAVIT = Family(
     num_tokens=davit_tokens,
     accepts=STAGED_FIELDS,
     check=check_davit,
+    example=dict(
+        img_size=32,
+        in_chans=1,
+        num_classes=10,
+        depth=2,
+        num_heads=4,
+        embed_dim=32,
+        mlp_dim=64,
+        patch_size=4,
+        swept_stage=3,
+        stage_depths=(1, 1, 2, 1),
+        stage_heads=(1, 2, 4, 8),
+        stage_dims=(8, 16, 32, 64),
+    ),
 )

@@ -272,4 +272,6 @@ GPT2 = Family(
     check=check_gpt2,
     modality="causal_lm",
     example_input=sequence_input,
+    example=dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, seq_len=16, vocab_size=50, num_classes=50),
+    output_projections=lambda model: [block.attn.c_proj for block in model.lm.transformer.h],
 )

@@ -156,4 +156,16 @@ NYSTROMFORMER = Family(
     check=check_nystromformer,
     modality="sequence",
     example_input=sequence_input,
+    example=dict(
+        depth=2,
+        num_heads=4,
+        embed_dim=32,
+        mlp_dim=64,
+        seq_len=64,
+        vocab_size=20,
+        num_classes=10,
+        dropout=0.0,
+        num_landmarks=8,
+        conv_kernel_size=5,
+    ),
 )

@@ -122,4 +122,8 @@ SOFTMAX_ENCODER = Family(
     check=lambda spec: check_sequence(spec, "softmax_encoder", "BERT's q, k, v project hidden_size to hidden_size"),
     modality="sequence",
     example_input=sequence_input,
+    example=dict(
+        depth=2, num_heads=4, embed_dim=32, mlp_dim=64, seq_len=64, vocab_size=20, num_classes=10, dropout=0.0
+    ),
+    output_projections=lambda model: [layer.attention.output.dense for layer in model.encoder.encoder.layer],
 )

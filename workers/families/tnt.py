@@ -110,4 +110,16 @@ TNT_FAMILY = Family(
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2 + 1,
     accepts=("head_dim", "inner_dim", "inner_heads"),
     check=check_tnt,
+    example=dict(
+        img_size=32,
+        in_chans=1,
+        num_classes=10,
+        depth=2,
+        num_heads=4,
+        embed_dim=32,
+        mlp_dim=64,
+        patch_size=8,
+        inner_dim=8,
+        inner_heads=2,
+    ),
 )

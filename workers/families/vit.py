@@ -107,6 +107,8 @@ VIT = Family(
     kappa_layers=vit_kappa_layers,
     num_tokens=vit_tokens,
     accepts=("head_dim", "conditioning", "conditioning_weight"),
+    example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
+    output_projections=lambda model: [block.attn.proj for block in model.blocks],
 )
 DEIT = dataclasses.replace(
     VIT,

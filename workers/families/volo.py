@@ -156,4 +156,18 @@ VOLO_FAMILY = Family(
     num_tokens=volo_tokens,
     accepts=STAGED_FIELDS,
     check=check_volo,
+    example=dict(
+        img_size=32,
+        in_chans=1,
+        num_classes=10,
+        depth=2,
+        num_heads=4,
+        embed_dim=32,
+        mlp_dim=96,
+        patch_size=8,
+        swept_stage=3,
+        stage_depths=(1, 1, 2, 1),
+        stage_heads=(2, 4, 4, 4),
+        stage_dims=(16, 32, 32, 32),
+    ),
 )

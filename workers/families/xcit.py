@@ -100,4 +100,5 @@ XCIT = Family(
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2,
     accepts=("head_dim",),
     check=check_xcit,
+    example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
 )

@@ -34,10 +34,10 @@ import torch
 from torch import nn
 
 from workers.batch import Inputs, batch_size, device_of, forward, padding_mask
-from workers.conditioning import is_causal, precondition_blocks
+from workers.conditioning import precondition_blocks
 from workers.config import ModelSpec
 from workers.families.base import PerImageBlocks
-from workers.models import kappa_layers
+from workers.models import get_family, kappa_layers
 from workers.probes.gaussian import gaussian_edges_kappa, theorem_kappa  # noqa: F401 (their home was here)
 
 
@@ -121,7 +121,7 @@ def conditioned_blocks(spec: ModelSpec, blocks):
     A · C with the model's own diagonal C (``workers/conditioning.py``), applied here in float64."""
     if spec.resolved_conditioning != "preconditioned":
         return blocks
-    return precondition_blocks(blocks, causal=is_causal(spec.family))
+    return precondition_blocks(blocks, causal=get_family(spec.family).causal)
 
 
 def summarise_kappa(rows: list[dict]) -> dict[str, float]:

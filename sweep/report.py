@@ -28,40 +28,31 @@ import matplotlib.pyplot as plt
 from sweep.errors import UsageError
 from sweep.metrics import (
     DEFAULT_TOLERANCE,
-    METRICS,
     direction_words,
     format_delta,
     format_score,
-    tolerance_unit,
 )
+from sweep.questions import QUESTIONS
+from sweep.questions.gqa import DECODING_COLUMNS
 from sweep.report_html import write_html
+from sweep.report_words import (
+    KAPPA_RANK_DEFICIENT,
+    Headline,
+    heads_per_kv_head,
+    heads_words,
+    is_grouped,
+    kv_words,
+    markdown_table,
+    query,
+    shape_words,
+    short_shape,
+    with_kv,
+)
 from sweep.sql import connect, format_value
 from sweep.text import plural, readable
 from sweep.theory import parametrisations, prediction, theory_rows
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}
-
-
-@dataclass(frozen=True)
-class Headline:
-    """The metric a report judges on: its name, direction (max | min) and the tolerance its verdicts used."""
-
-    name: str
-    mode: str
-    tolerance: float
-
-    @property
-    def label(self) -> str:
-        info = METRICS.get(self.name)
-        return info.label if info else self.name
-
-    @property
-    def unit(self) -> str:
-        return tolerance_unit(self.name)
-
-    @property
-    def worse(self) -> str:
-        return "below" if self.mode == "max" else "above"
 
 
 def find_headline(con, space: str) -> Headline:
@@ -75,35 +66,6 @@ def find_headline(con, space: str) -> Headline:
     ).fetchone()
     row = con.execute("SELECT max(tolerance) FROM vs_baseline WHERE space = ? AND metric = ?", [space, name]).fetchone()
     return Headline(name, mode, row[0] if row and row[0] is not None else DEFAULT_TOLERANCE)
-
-
-def query(con, sql: str, *params) -> list[dict]:
-    relation = con.execute(sql, list(params))
-    columns = [d[0] for d in relation.description]
-    return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
-
-
-# κ at or above this is a numerically rank-deficient block, not a measurement: float64 carries about 16 digits
-# (eps = 2.2e-16) and an SVD's error in σ_min is about N·eps·σ_1, so for blocks of N ≥ 5 tokens a σ_min
-# below σ_1 · 1e-15 cannot be told from zero. The report says so wherever such a κ appears.
-KAPPA_RANK_DEFICIENT = 1e15
-
-
-def table_cell(column: str, value) -> str:
-    """One Markdown cell: numbers as people read them (``readable``), κ beyond float64 precision named."""
-    if value is None:
-        return ""
-    if column.startswith("kappa") and isinstance(value, float) and value >= KAPPA_RANK_DEFICIENT:
-        return f"{readable(value)} (rank-deficient)"
-    return readable(value) if isinstance(value, int | float) else format_value(value)
-
-
-def markdown_table(rows: list[dict], columns: list[str]) -> str:
-    if not rows:
-        return "_(no rows)_\n"
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(table_cell(c, row.get(c)) for c in columns) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 # --- the answer in words ----------------------------------------------------------------------------------
@@ -196,43 +158,6 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
             )
         )
     return sentences
-
-
-def heads_words(count: int) -> str:
-    return plural(count, "head")
-
-
-def shape_words(row: dict) -> str:
-    return f"{plural(row['depth'], 'block')} × {heads_words(row['num_heads'])} of {row['head_dim']}{kv_words(row)}"
-
-
-def is_grouped(row: dict) -> bool:
-    """Grouped-query attention: fewer key/value heads than heads (rows without the column: multi-head)."""
-    return row.get("num_kv_heads") not in (None, row.get("num_heads"))
-
-
-def kv_words(row: dict) -> str:
-    """``, 4 key/value heads`` for grouped-query attention; nothing for multi-head attention."""
-    if not is_grouped(row):
-        return ""
-    return f", {row['num_kv_heads']} key/value head{'s' if row['num_kv_heads'] > 1 else ''}"
-
-
-def heads_per_kv_head(row: dict) -> int:
-    return row["num_heads"] // row["num_kv_heads"] if row.get("num_kv_heads") else 1
-
-
-def short_shape(row: dict) -> str:
-    """``2×16`` (depth × heads), ``2×16/4kv`` with grouped-query attention: the figures' labels."""
-    return f"{row['depth']}×{row['num_heads']}" + (f"/{row['num_kv_heads']}kv" if is_grouped(row) else "")
-
-
-def with_kv(columns: list[str], rows: list[dict], extra: tuple[str, ...] = ()) -> list[str]:
-    """``columns`` with ``num_kv_heads`` after ``num_heads`` (and ``extra`` at the end) when any row is grouped."""
-    if not any(is_grouped(r) for r in rows):
-        return columns
-    at = columns.index("num_heads") + 1
-    return [*columns[:at], "num_kv_heads", *columns[at:], *extra]
 
 
 def answer_paragraph(
@@ -610,7 +535,6 @@ class ReportData:
     matched: list[dict]
     kappa_metric: list[dict]
     infeasible: list[dict]
-    mlp_control: list[dict] = field(default_factory=list)  # FROM mlp_control: the trade against the control arms
     unlearned: list[dict] = field(default_factory=list)  # FROM unlearned_seeds: seeds at chance whose siblings learned
 
 
@@ -635,7 +559,6 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         matched=query(con, f"FROM matched_budget {on_metric}", *key),
         kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
         infeasible=query(con, "FROM infeasible WHERE space = ?", space),
-        mlp_control=query(con, f"FROM mlp_control {on_metric}", *key),
         unlearned=query(con, f"FROM unlearned_seeds {on_metric}", *key),
     )
 
@@ -657,19 +580,23 @@ def write_report(
     data = gather(con, space, headline, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
     training = draw_figures(data, out_dir, headline)
-    extra = equal_cost_section(data.matched, headline) + control_section(data.configs, data.mlp_control, headline)
-    extra += budget_section(con, space, headline)
+    extra = equal_cost_section(data.matched, headline) + question_sections(con, space, headline, data, "costs")
     extra += kappa_metric_section(data.kappa_metric, headline)
     if training is not None:
         extra += kappa_training_section(*training, headline)
     extra += theory_section(con, space, data)
-    extra += conditioning_section(con, space, headline)
+    extra += question_sections(con, space, headline, data, "mechanism")
     extra += loader_bound_section(con, space)
     index = out_dir / "index.md"
     index.write_text(render_markdown(space, question, headline, data, extra=extra))
     answer = answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)  # as index.md's
     write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
+
+
+def question_sections(con, space: str, headline: Headline, data: ReportData, place: str) -> str:
+    """The sections of the questions (``sweep/questions/``) that go at ``place`` (``costs``, ``mechanism``)."""
+    return "".join(q.report_section(con, space, headline, data) for q in QUESTIONS if q.report_place == place)
 
 
 THEORY_COLUMNS = ["heads", "head_dim", "width_D", "D_over_N", "regime", "kappa_theorem", "kappa_gaussian",
@@ -781,87 +708,6 @@ def equal_cost_section(matched: list[dict], headline: Headline) -> str:
     return "\n".join(lines)
 
 
-def delta_words(row: dict, name: str) -> str:
-    """``+0.4 (95% CI -0.1…+0.9)``, or ``+0.4 (single seed: no interval)``."""
-    return interval_words(row, "delta", name, single="single seed: no interval")
-
-
-def control_words(row: dict, name: str) -> str:
-    """``the half_mlp control (12 blocks × 12 heads of 64, MLP 1536; 58,237,672 params; 81.2% over 3 seeds)``."""
-    return (
-        f"the {row['control']} control ({row['control_depth']} blocks × {row['control_num_heads']} heads of "
-        f"{row['control_head_dim']}, MLP {row['control_mlp_dim']}; {row['control_params']:,} params; "
-        f"{format_score(row['control_score'], name)} over {plural(row['control_n_seeds'], 'seed')})"
-    )
-
-
-def control_reading(row: dict) -> str:
-    """What a best-at-or-under verdict says about the trade, honest about one seed and open intervals."""
-    if row["evidence"] == "single seed":
-        return (
-            f"On a single seed this is '{row['verdict']}' on the point estimate alone, never significant: run more "
-            "seeds before crediting either side."
-        )
-    return {
-        "wins": "Extra heads beat the control at no more parameters, with 95% confidence.",
-        "loses": "The control wins: halving the MLP is the better way to save these parameters here.",
-        "tie (within tolerance)": "A tie within the tolerance: extra heads do no better than the control.",
-    }.get(row["verdict"], "Inconclusive: the interval reaches past the tolerance; more seeds would settle it.")
-
-
-def control_section(configs: list[dict], rows: list[dict], headline: Headline) -> str:
-    """Do fewer blocks with more heads beat the space's control arms (``mlp_control``) at matched parameters?"""
-    labels = sorted({c["control"] for c in configs if c.get("control")})
-    if not labels:
-        return ""
-    lines = ["\n## Fewer layers, more heads, against the control arms\n"]
-    for label in labels:
-        mine = [r for r in rows if r["control"] == label]
-        if not mine:
-            lines.append(f"- **{label}**: no finished comparison yet (the control, or every config with fewer "
-                         "blocks than the baseline, has no finished seed).")  # fmt: skip
-            continue
-        more = [r for r in mine if r["more_heads"]]
-        matched = [r for r in more if r["matched"]]
-        judged = [r for r in matched if r["evidence"] != "single seed"]  # a single seed's verdict is a lean only
-        single = len(matched) - len(judged)
-        tally = ", ".join(
-            f"{sum(r['verdict'] == v for r in judged) + (single if v == 'inconclusive' else 0)} {v}"
-            for v in ("wins", "loses", "tie (within tolerance)", "inconclusive")
-        )
-        text = f"- **{label}**: against {control_words(mine[0], headline.name)}. "
-        best = next((r for r in mine if r["best_at_or_under"]), None)
-        if best is None:
-            text += (
-                "No config with fewer blocks and more heads than the baseline has at most the control's parameters, "
-                "so none can be credited against it at matched parameters."
-            )
-        else:
-            match = "within ±5%: matched" if best["matched"] else "not within ±5%: not matched"
-            text += (
-                f"The best config with fewer blocks and more heads at or under its parameters is {shape_words(best)} "
-                f"({best['params']:,} params, {best['params_ratio']:.3f}× the control's, {match}): "
-                f"{best['verdict']}, Δ {delta_words(best, headline.name)}. {control_reading(best)}"
-            )
-        top = max(matched, key=lambda r: (r["gain"], -r["params"]), default=None)
-        if top is not None and (best is None or not best["matched"]):
-            text += (
-                f" At matched parameters the best is {shape_words(top)} ({top['params_ratio']:.3f}× the control's): "
-                f"{top['verdict']}, Δ {delta_words(top, headline.name)}."
-            )
-        if matched:
-            text += (
-                f" Of {len(matched)} fewer-blocks, more-heads configs within ±5% of its parameters: {tally}"
-                + (f" ({single} of the inconclusive on a single seed: a lean only)" if single else "")
-                + "."
-            )
-        else:
-            text += " No fewer-blocks, more-heads config is within ±5% of its parameters: none is a matched comparison."
-        lines.append(text)
-    lines.append(f'\nEvery pairing: `sweep sql "FROM mlp_control"` (tolerance {headline.tolerance} {headline.unit}).\n')
-    return "\n".join(lines)
-
-
 def kappa_metric_section(rows: list[dict], headline: Headline) -> str:
     """Does κ track the metric? Spearman's ρ across configs with its bootstrap interval (``kappa_accuracy``)."""
     if not rows:
@@ -935,8 +781,7 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
         parts.append(extra)
     parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
     parts.append("\n## Every config against the baseline\n")
-    decoding = ("kv_cache_bytes_per_token", "token_latency_ms")  # what grouping saves, beside what it costs
-    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, decoding)))
+    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, DECODING_COLUMNS)))
     parts.append("\n## Trials that did not finish\n")
     parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
     parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init sweep/views.sql`.\n')
@@ -973,261 +818,3 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
     if data.verdicts:
         parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
     return parts
-
-
-# --- a parameter budget spent three ways (`budget:` blocks; views budget_ways and budget_pairs) ---------------
-
-WAY_WORDS = {"base": "the base", "deeper": "deeper", "wider": "wider", "more_heads": "more heads"}
-BUDGET_WAY_COLUMNS = ["budget_way", "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "n_seeds",
-                      "score_mean", "score_lo", "score_hi", "params", "params_miss", "flops_per_sample",
-                      "train_samples_per_s", "infer_samples_per_s", "kappa_mean"]  # fmt: skip
-BUDGET_PAIR_COLUMNS = ["way_a", "way_b", "n_a", "n_b", "delta", "delta_lo", "delta_hi", "params_ratio", "verdict",
-                       "evidence"]  # fmt: skip
-
-
-def budget_section(con, space: str, headline: Headline) -> str:
-    """Which way spent the budget best: a paragraph per budget (target), then its ways and pairs as tables."""
-    key = (space, headline.name)
-    ways = query(con, "FROM budget_ways WHERE space = ? AND metric = ?", *key)
-    if not ways:
-        return ""
-    pairs = query(con, "FROM budget_pairs WHERE space = ? AND metric = ?", *key)
-    lines = ["\n## Which way spent the parameter budget best?\n"]
-    for group in sorted({(w["family"], w["target_params"]) for w in ways}, key=str):
-        in_group = [w for w in ways if (w["family"], w["target_params"]) == group]
-        compared = [p for p in pairs if (p["family"], p["target_params"]) == group]
-        lines.append(budget_paragraph(in_group, compared, headline, space))
-        lines.append(markdown_table(in_group, BUDGET_WAY_COLUMNS))
-        lines.append(markdown_table(compared, BUDGET_PAIR_COLUMNS))
-    lines.append(
-        "`params_miss` is params / target − 1; Δ is way a's mean minus way b's, with its Welch 95% interval. "
-        'Every number: `sweep sql "FROM budget_ways"`, `sweep sql "FROM budget_pairs"`.\n'
-    )
-    return "\n".join(lines)
-
-
-def budget_paragraph(ways: list[dict], pairs: list[dict], headline: Headline, space: str) -> str:
-    """The budget, each way's match and mean with its interval, the best way, and how sure that is."""
-    name, target = headline.name, ways[0]["target_params"]
-    spent = [w for w in ways if w["budget_way"] != "base" and w["score_mean"] is not None]
-    if not spent:
-        return f"No way of the {target:,}-parameter budget has a finished seed yet.\n"
-    ranked = sorted(spent, key=lambda w: w["rank"])
-    shown = "; ".join(way_words(w, name) for w in ranked)
-    text = f"Target {target:,} parameters, spent {len(spent)} ways (best first): {shown}."
-    best = ranked[0]
-    against = [p for p in pairs if best["budget_way"] in (p["way_a"], p["way_b"])]
-    text += " " + " ".join(pair_words(p, best["budget_way"], name) for p in against)
-    single = min(w["n_seeds"] for w in spent) < 2
-    wins = [p for p in against if pair_verdict(p, best["budget_way"]) == "wins" and p["significant"]]
-    if single:
-        text += (
-            " A way rests on a single seed: no difference here is significant, and the order may be seed noise. "
-            f"More seeds: `sweep rerun {space} --seeds N`."
-        )
-    elif against and len(wins) == len(against):
-        text += f" **{WAY_WORDS[best['budget_way']]}** spent the budget best: it beats every other way by more than "
-        text += f"the tolerance ({headline.tolerance} {headline.unit}), each with a 95% interval that clears it."
-    else:
-        text += (
-            f" No way is confidently best: {WAY_WORDS[best['budget_way']]} has the best mean, but not every "
-            "comparison clears the tolerance with its 95% interval."
-        )
-    return text + "\n"
-
-
-def way_words(way: dict, name: str) -> str:
-    """``deeper (4 blocks × 4 heads of 12, d_model 48, 114,778 params, -1.5%): 80.1% (95% CI 77.0%…83.2%, 5 seeds)``"""
-    interval = (
-        f"95% CI {format_score(way['score_lo'], name)}…{format_score(way['score_hi'], name)}, "
-        f"{plural(way['n_seeds'], 'seed')}"
-        if way["score_lo"] is not None
-        else "one seed"
-    )
-    return (
-        f"{WAY_WORDS.get(way['budget_way'], way['budget_way'])} ({shape_words(way)}, d_model {way['embed_dim']}, "
-        f"{way['params']:,} params, {way['params_miss']:+.1%}): {format_score(way['score_mean'], name)} ({interval})"
-    )
-
-
-def pair_verdict(pair: dict, way: str) -> str:
-    """The pair's verdict read from ``way``'s side (the view states it for way_a)."""
-    if pair["way_a"] == way:
-        return pair["verdict"]
-    return {"wins": "loses", "loses": "wins"}.get(pair["verdict"], pair["verdict"])
-
-
-def pair_words(pair: dict, way: str, name: str) -> str:
-    """``Against wider: Δ +2.1 (95% CI +0.4…+3.8), wins.`` from ``way``'s side."""
-    sign = 1 if pair["way_a"] == way else -1
-    other = pair["way_b"] if pair["way_a"] == way else pair["way_a"]
-    delta = format_delta(sign * pair["delta"], name)
-    if pair["delta_lo"] is None:
-        interval = pair["evidence"]
-    else:
-        low, high = sorted((sign * pair["delta_lo"], sign * pair["delta_hi"]))
-        interval = f"95% CI {format_delta(low, name)}…{format_delta(high, name)}"
-    return f"Against {WAY_WORDS.get(other, other)}: Δ {delta} ({interval}), {pair_verdict(pair, way)}."
-
-
-# --- conditioning interventions (workers/conditioning.py; views conditioning_effect, conditioning_vs_heads) -----
-
-
-def conditioning_section(con, space: str, headline: Headline) -> str:
-    """For a space whose configs differ in ``conditioning``: one paragraph on whether conditioning alone
-    reproduces what extra heads do at a shallower depth. Nothing for other spaces."""
-    key = (space, headline.name)
-    kinds = con.execute(
-        "SELECT count(DISTINCT conditioning) FROM configs WHERE space = ? AND metric = ?", list(key)
-    ).fetchone()[0]
-    if kinds < 2:
-        return ""
-    versus = query(con, "FROM conditioning_vs_heads WHERE space = ? AND metric = ? ORDER BY depth, conditioning", *key)
-    effects = query(con, "FROM conditioning_effect WHERE space = ? AND metric = ?", *key)
-    return "\n## Is conditioning what depth was buying?\n\n" + conditioning_paragraph(versus, effects, headline) + "\n"
-
-
-def interval_words(row: dict, field: str, name: str, single: str = "single seed") -> str:
-    """``row[field]`` with its interval (``field_lo``, ``field_hi``): ``+1.2 (95% CI -0.3…+2.7)``, or
-    ``+1.2 (single seed)`` (``single`` says it) where there is no interval."""
-    value, lo, hi = row[field], row[f"{field}_lo"], row[f"{field}_hi"]
-    if lo is None or hi is None:
-        return f"{format_delta(value, name)} ({single})"
-    return f"{format_delta(value, name)} (95% CI {format_delta(lo, name)}…{format_delta(hi, name)})"
-
-
-def effect_for(row: dict, effects: list[dict]) -> dict | None:
-    """The ``conditioning_effect`` row of a ``conditioning_vs_heads`` row's shallow shape and intervention."""
-    key = ("depth", "num_heads", "head_dim", "conditioning")
-    return next((e for e in effects if all(e[k] == row[k] for k in key)), None)
-
-
-def kappa_words(row: dict, effects: list[dict]) -> str:
-    """How far the intervention moved κ at that shape: the ratio with its interval, from conditioning_effect."""
-    e = effect_for(row, effects)
-    if e is None or e["kappa_ratio"] is None:
-        return "κ not recorded"  # (reads "with κ not recorded")
-    if e["kappa_ratio_lo"] is None:
-        return f"κ ×{e['kappa_ratio']:.3g} (single seed)"
-    moved = "moved" if e["kappa_moved"] else "not shown to move"
-    return f"κ ×{e['kappa_ratio']:.3g} (95% CI ×{e['kappa_ratio_lo']:.3g}…×{e['kappa_ratio_hi']:.3g}, {moved})"
-
-
-def conditioning_paragraph(versus: list[dict], effects: list[dict], headline: Headline) -> str:
-    """The answer from ``conditioning_vs_heads`` (and κ from ``conditioning_effect``), in words, with the
-    intervals; says so when a figure rests on a single seed and when a verdict is open."""
-    if not versus:
-        return (
-            "This space varies the conditioning intervention, but has no config below the baseline's depth at "
-            "its heads with both `none` and an intervention, so the question cannot be answered here "
-            '(`sweep sql "FROM conditioning_effect"` still compares each intervention with `none`).'
-        )
-    name, sentences = headline.name, []
-    for depth in sorted({r["depth"] for r in versus}):
-        rows = [r for r in versus if r["depth"] == depth]
-        first = rows[0]
-        text = (
-            f"At depth {depth} (baseline {first['baseline_depth']} blocks × {first['num_heads']} heads of "
-            f"{first['head_dim']}), the missing depth costs {interval_words(first, 'gap', name)} "
-            f"{headline.unit} of {headline.label} (signed so that positive is better)."
-        )
-        if first["heads_score"] is not None:
-            text += (
-                f" The best more-heads config ({first['heads_num_heads']} heads of {first['heads_head_dim']}) "
-                f"recovers {interval_words(first, 'heads_recovery', name)}; "
-                f"verdict: {first['heads_verdict']}."
-            )
-        for r in rows:
-            text += (
-                f" `{r['conditioning']}`, with {kappa_words(r, effects)}, recovers "
-                f"{interval_words(r, 'conditioning_recovery', name)}; "
-                f"verdict: {r['verdict']}."
-            )
-        sentences.append(text)
-    conclusion = conditioning_conclusion(versus) + against_heads(versus, headline)
-    return " ".join(sentences) + " " + conclusion + kappa_mechanism(versus, effects)
-
-
-def against_heads(versus: list[dict], headline: Headline) -> str:
-    """Each intervention against the best more-heads config at its depth (``as_much_as_heads``): which
-    recover confidently as much as heads (within tolerance), which confidently less."""
-    text = ""
-    kinds = ((True, "as much as more heads do (within the tolerance)"), (False, "less than more heads do"))
-    for verdict, words in kinds:
-        rows = [r for r in versus if r["as_much_as_heads"] is verdict]
-        if rows:
-            figures = "; ".join(
-                f"`{r['conditioning']}` at depth {r['depth']} {interval_words(r, 'cond_minus_heads', headline.name)}"
-                for r in rows
-            )
-            text += f" Confidently {words}, intervention − best more heads: {figures}."
-    return text
-
-
-def kappa_mechanism(versus: list[dict], effects: list[dict]) -> str:
-    """Whether score followed κ across the interventions (95% intervals only): κ moved with no recovery
-    shown, or a recovery with κ not shown to move, both say κ is not what the score follows here."""
-    moved_idle, gained_still = [], []
-    for r in versus:
-        e = effect_for(r, effects)
-        if r["evidence"] == "single seed" or e is None or e["kappa_moved"] is None:
-            continue
-        recovered = r["conditioning_recovery_lo"] is not None and r["conditioning_recovery_lo"] > 0
-        held_zero = r["conditioning_recovery_lo"] <= 0 <= r["conditioning_recovery_hi"]
-        if e["kappa_moved"] and e["kappa_ratio"] < 1 and held_zero:
-            moved_idle.append(f"`{r['conditioning']}` (depth {r['depth']}: κ ×{e['kappa_ratio']:.3g})")
-        if recovered and not e["kappa_moved"]:
-            gained_still.append(f"`{r['conditioning']}` (depth {r['depth']})")
-    text = ""
-    if moved_idle:
-        text += f" Lowering κ alone bought no score here: {', '.join(moved_idle)} lowered κ with no recovery shown."
-    if gained_still:
-        text += (
-            f" {', '.join(gained_still)} recovered score with κ not shown to move: that gain does not come "
-            "through κ as measured."
-        )
-    return text
-
-
-def conditioning_conclusion(versus: list[dict]) -> str:
-    """One sentence: does conditioning alone reproduce the heads' effect on this task?"""
-    seeded = [r for r in versus if r["evidence"] != "single seed"]
-    space = versus[0]["space"]
-    more_seeds = f"`sweep rerun {space} --seeds 3`"
-    if not seeded:
-        closes = [r for r in versus if r["verdict"].startswith("closes the gap")]
-        return "On single seeds nothing here is significant: " + (
-            f"{', '.join(sorted({'`' + r['conditioning'] + '`' for r in closes}))} came within the tolerance "
-            f"of the baseline on point values only; add seeds to judge ({more_seeds})."
-            if closes
-            else f"no intervention came within the tolerance of the baseline; add seeds to judge ({more_seeds})."
-        )
-    closes = [r for r in seeded if r["verdict"] == "closes the gap"]
-    narrows = [r for r in seeded if r["verdict"] == "narrows the gap, does not close it"]
-    heads_close = [r for r in seeded if r["heads_verdict"] == "closes the gap"]
-    names = lambda rows: ", ".join(sorted({f"`{r['conditioning']}`" for r in rows}))  # noqa: E731
-    if closes:
-        return (
-            f"So on this task conditioning alone reproduces the heads' effect: {names(closes)} closes the gap "
-            f"at the baseline's heads{' as more heads do' if heads_close else ''} (95% intervals)."
-        )
-    if narrows:
-        return (
-            f"So on this task conditioning reproduces part of the heads' effect: {names(narrows)} narrows the gap "
-            f"without closing it{', where more heads close it' if heads_close else ''} (95% intervals)."
-        )
-    if all(r["verdict"] in ("no recovery: the gap stays", "widens the gap") for r in seeded):
-        return (
-            "So on this task conditioning alone does not reproduce the heads' effect: no intervention recovers "
-            f"any of the gap{' that more heads close' if heads_close else ''} (95% intervals)."
-        )
-    if all(r["as_much_as_heads"] is False for r in seeded):
-        return (
-            "So on this task conditioning alone does not reproduce what the heads do: whether an intervention "
-            "closes the gap to the baseline is still open (the intervals allow both), but none recovers as much "
-            "as more heads."
-        )
-    return (
-        "So on this task whether conditioning reproduces the heads' effect is open: the intervals allow both "
-        f"(more seeds narrow them: `sweep rerun {space} --seeds 5`)."
-    )

@@ -28,3 +28,11 @@ def readable(value) -> str:
     if magnitude >= 1e4:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def human(count: int) -> str:
+    """136138 → 136.1K, 86567656 → 86.6M, 35127656448 → 35.1G."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(count) >= scale:
+            return f"{count / scale:.1f}{suffix}"
+    return str(count)

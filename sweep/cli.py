@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from sweep.errors import DataUnavailableError, SweepError, UsageError
 from sweep.options import SELECTIONS, TRACKERS
 from sweep.text import human, plural
+from sweep.views import analysis_views, views_text
 
 if TYPE_CHECKING:
     from sweep.plan import Plan
@@ -561,6 +562,11 @@ def parse_tolerance(value: float | None) -> float | None:
 def cmd_sql(args) -> int:
     from sweep.sql import run_query
 
+    if args.print_views:  # the same definitions the tool reads, for `duckdb -init`
+        print(views_text(), end="")
+        return 0
+    if args.query is None:
+        raise UsageError('sweep sql needs a query, e.g. sweep sql "FROM depth_edge" (or --print-views)')
     columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
@@ -854,26 +860,21 @@ def add_plan_parsers(sub) -> None:
     validate.set_defaults(func=cmd_validate)
 
 
-def analysis_views() -> list[str]:
-    """The analysis views' names, from the header of ``sweep/views.sql`` (its ``-- Views:`` list)."""
-    text = (Path(__file__).parent / "views.sql").read_text()
-    listed = text.split("-- Views:", 1)[1].split("\n\n", 1)[0]
-    names = [name.strip(" .-\n") for name in listed.replace("\n--", " ").split(",")]
-    return [name for name in names if name and name not in ("trials", "epochs", "spaces")]
-
-
 def add_results_parsers(sub) -> None:
     sql = sub.add_parser(
         "sql",
         help="read-only DuckDB SQL over the results tables and the analysis views",
         description="Read-only DuckDB SQL over the results. Tables: trials, epochs, kappa, spaces. Analysis "
-        f"views (sweep/views.sql; docs/analysis.md says what each holds): {', '.join(analysis_views())}.",
+        f"views (`sweep sql --print-views` prints their SQL; docs/analysis.md says what each holds): "
+        f"{', '.join(analysis_views())}.",
     )
-    sql.add_argument("query", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) FROM trials '
-                     'GROUP BY ALL"')  # fmt: skip
+    sql.add_argument("query", nargs="?", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) '
+                     'FROM trials GROUP BY ALL"')  # fmt: skip
     sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
+    sql.add_argument("--print-views", action="store_true", help="print every analysis view's SQL instead (for the "
+                     "plain DuckDB shell: `sweep sql --print-views > views.sql; duckdb -init views.sql`)")  # fmt: skip
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")

@@ -1,7 +1,7 @@
 """``sweep report SPACE``: a self-contained folder (Markdown + PNG, and an interactive HTML page) that
 answers where the head-for-depth trade holds and where it breaks, from the analysis views in
-``sweep/views.sql``, on the space's headline metric (top-1, accuracy, validation loss …) in its own units and
-direction.
+``sweep/views/`` and ``sweep/questions/*.sql``, on the space's headline metric (top-1, accuracy, validation
+loss …) in its own units and direction.
 
     reports/<space>/index.md                 the answer in words, then the tables
     reports/<space>/index.html               the same answer and interactive figures (Δ heatmap, Pareto front
@@ -784,7 +784,10 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
     parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, DECODING_COLUMNS)))
     parts.append("\n## Trials that did not finish\n")
     parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
-    parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init sweep/views.sql`.\n')
+    parts.append(
+        '\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or in the plain DuckDB shell: '
+        "`sweep sql --print-views > views.sql`, then `duckdb -init views.sql`.\n"
+    )
     return "\n".join(parts)
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweep.metrics import METRICS, format_delta, tolerance_unit
-from sweep.sql import format_value
-from sweep.text import plural, readable
+from sweep.text import format_value, plural, readable
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -36,3 +37,14 @@ def human(count: int) -> str:
         if abs(count) >= scale:
             return f"{count / scale:.1f}{suffix}"
     return str(count)
+
+
+def format_value(value) -> str:
+    """A value as a table cell: floats to 6 significant digits, times to the second, None as nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return str(value)

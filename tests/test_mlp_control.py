@@ -298,9 +298,9 @@ def test_report_is_honest_about_single_seeds(tmp_path):
 
 
 def test_the_view_is_listed_and_documented():
+    from sweep.views import analysis_views
     from tests.helpers import VIEWS
 
     sql = VIEWS.read_text()
-    listed = sql.split("-- Views:", 1)[1].split("\n\n", 1)[0]  # the list of views in the file's header
-    assert "mlp_control" in listed and "CREATE OR REPLACE VIEW mlp_control AS" in sql
+    assert "mlp_control" in analysis_views() and "CREATE OR REPLACE VIEW mlp_control AS" in sql
     assert textwrap.dedent(sql).count("-- mlp_control_at(tolerance)") == 1

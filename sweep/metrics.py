@@ -31,7 +31,7 @@ class MetricInfo:
 
 
 # The tolerance, in points, of a metric counted in percent or points when neither the space nor the query
-# gives one (sweep/views.sql falls back to the same number; tests/test_metrics.py checks they agree).
+# gives one (sweep/views/core.sql falls back to the same number; tests/test_metrics.py checks they agree).
 DEFAULT_TOLERANCE = 0.5
 
 METRICS: dict[str, MetricInfo] = {

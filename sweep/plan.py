@@ -47,7 +47,7 @@ class Shape:
     family: str = "vit"  # the model family (a space may sweep several: axes.family)
     num_kv_heads: int | None = None  # grouped-query attention's key/value heads; None: num_heads
     conditioning: str = "none"  # workers/conditioning.py
-    # A `budget:` block's labels (sweep/budget.py): how the config spends the budget (base, deeper, wider,
+    # A `budget:` block's labels (sweep/questions/budget.py): how the config spends the budget (base, deeper, wider,
     # more_heads) and the target count. Not model fields: they change no config id and no key().
     budget_way: str | None = None
     budget_target_params: int | None = None

@@ -1,4 +1,4 @@
-"""A parameter budget spent three ways (``budget:``, sweep/budget.py): each way's solved shape hits the target
+"""A parameter budget spent three ways (``budget:``, sweep/questions/budget.py): each way's solved shape hits the target
 within the tolerance and its count is the model's own (checked against a closed form written here and
 timm's count), a budget that cannot be met is an error naming the nearest miss, labels change no config
 id, and the budget_ways / budget_pairs views agree with numpy and scipy on planted rows."""

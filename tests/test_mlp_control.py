@@ -234,7 +234,7 @@ def test_mlp_control_equals_a_numpy_and_scipy_computation(planted):
             assert row["evidence"] == "single seed" and row["delta_lo"] is None and not row["significant"]
             continue
         assert row["welch_df"] == pytest.approx(dof)
-        # views.sql's t95 interpolates ln t in 1/dof: never below the exact quantile, at most 3% above it
+        # macros.sql's t95 interpolates ln t in 1/dof: never below the exact quantile, at most 3% above it
         sql_half = (row["delta_hi"] - row["delta_lo"]) / 2
         assert half <= sql_half <= 1.03 * half
         assert row["delta"] == pytest.approx((row["delta_hi"] + row["delta_lo"]) / 2)

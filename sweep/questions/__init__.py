@@ -11,12 +11,13 @@ from __future__ import annotations
 from sweep.questions import budget, conditioning, controls, gqa
 from sweep.questions.base import Question
 
-QUESTIONS: tuple[Question, ...] = (
+# One line per question, in the order their views load, their plan lines print and their sections appear.
+QUESTIONS: list[Question] = [
     gqa.QUESTION,
     conditioning.QUESTION,
     budget.QUESTION,
     controls.QUESTION,
-)
+]
 
 
 def sections() -> dict[str, Question]:

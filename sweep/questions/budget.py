@@ -54,7 +54,7 @@ class BudgetTarget(StrictModel):
 
 
 class Budget(StrictModel):
-    """One parameter budget spent three ways from one base shape (``sweep/budget.py`` solves them).
+    """One parameter budget spent three ways from one base shape (solved below).
 
     ``from``: the base, ``baseline`` (the space's baseline) or axis values that pick one of the space's
     shapes (``{depth: 4, num_heads: 2}``); the base is a config of its own (``budget_way`` ``base``).

@@ -11,7 +11,7 @@ from sweep.cli import main
 from sweep.importer import import_file
 from sweep.plan import enumerate_shapes, make_plan
 from sweep.questions import QUESTIONS, sections
-from sweep.questions.base import Question
+from sweep.questions.base import Question, innermost_model
 from sweep.report import write_report
 from sweep.space import Profile, Space
 from sweep.space_loader import load_space
@@ -58,8 +58,9 @@ def toy():
 def test_every_section_of_a_question_is_a_section_of_the_space_and_of_its_profiles():
     assert set(sections()) == {"budget", "controls"}
     for name, question in sections().items():
-        assert Space.model_fields[name].annotation == question.section_model
-        assert name in Profile.model_fields
+        field = Space.model_fields[name]
+        assert innermost_model(field.annotation) is innermost_model(question.section_model) is not None
+        assert field.default == question.section_default and name in Profile.model_fields
 
 
 def test_a_registered_question_adds_its_view_and_its_report_section(toy, tmp_path):

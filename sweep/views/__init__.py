@@ -24,7 +24,7 @@ TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_fi
 def views_text() -> str:
     """Every analysis definition as one text, in loading order: the core files, then each question's."""
     core = [(VIEWS_DIR / name).read_text() for name in CORE_FILES]
-    return "\n".join([*core, *(q.sql_text() for q in QUESTIONS if q.sql)])
+    return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
 
 
 def analysis_views() -> list[str]:

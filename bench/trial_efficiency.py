@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from sweep.plan import make_plan, trial_config
+from sweep.plan import make_plan, worker_config
 from sweep.space_loader import load_space
 from workers.data.registry import data_spec, load_arrays
 from workers.trial import run_trial
@@ -103,7 +103,7 @@ def space_rows(args: argparse.Namespace) -> list[dict]:
     rows = []
     for planned in plan.configs[: args.configs]:
         for seed in args.seeds:
-            config = with_probes(trial_config(space, planned.model, seed), args)
+            config = with_probes(worker_config(space, planned.model, seed), args)
             if args.max_steps:
                 config["train"]["max_steps"] = args.max_steps
             shape = planned.shape

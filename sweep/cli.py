@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 from sweep.errors import DataUnavailableError, SweepError, UsageError
 from sweep.options import SELECTIONS, TRACKERS
-from sweep.text import plural
+from sweep.text import human, plural
+from sweep.views import analysis_views, views_text
 
 if TYPE_CHECKING:
     from sweep.plan import Plan
@@ -324,32 +325,26 @@ def compact_after_sweep(results, space: str) -> None:
 
 
 def plan_rows(plan: Plan) -> list[dict]:
+    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns."""
+    from sweep.questions import QUESTIONS
+
     rows = []
     several = len(plan.space.families()) > 1
-    grouped = any(config.shape.kv_heads != config.shape.num_heads for config in plan.configs)  # GQA in the grid
     for config in plan.configs:
         shape = config.shape
+        asked = {name: value for q in QUESTIONS for name, value in q.plan_columns(plan, config).items()}
         rows.append({
             "config_id": config.config_id, "baseline": config.is_baseline,
             **({"family": shape.family} if several else {}), "depth": shape.depth,
-            "num_heads": shape.num_heads, **({"num_kv_heads": shape.kv_heads} if grouped else {}),
+            "num_heads": shape.num_heads,
+            **({"num_kv_heads": asked.pop("num_kv_heads")} if "num_kv_heads" in asked else {}),
             "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
-            **({"budget_way": shape.budget_way} if plan.budgets else {}),
+            **({"budget_way": asked.pop("budget_way")} if "budget_way" in asked else {}),
             "params": config.params, "flops_per_sample": config.flops_per_sample,
-            "seeds": len(plan.seeds), **({"control": config.control or ""} if plan.controls else {}),
+            "seeds": len(plan.seeds), **asked,
         })  # fmt: skip
-        if len(plan.space.axis_values("conditioning")) > 1:  # workers/conditioning.py's interventions
-            rows[-1]["conditioning"] = shape.conditioning
     return rows
-
-
-def human(count: int) -> str:
-    """136138 → 136.1K, 86567656 → 86.6M, 35127656448 → 35.1G."""
-    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(count) >= scale:
-            return f"{count / scale:.1f}{suffix}"
-    return str(count)
 
 
 def print_stages(plan: Plan) -> None:
@@ -392,27 +387,22 @@ def print_published(plan: Plan) -> None:
             print(f"  source: {' '.join(row['source'].split())}")
 
 
-def print_controls(plan: Plan) -> None:
-    """The control arms: each one's shape, params and FLOPs, and its change against the baseline."""
-    from sweep.plan import control_rows
+def print_question_lines(plan: Plan, place: str) -> None:
+    """The lines ``sweep plan`` prints for each question (``sweep/questions/``) whose lines go at ``place``."""
+    from sweep.questions import QUESTIONS
 
-    for row in control_rows(plan):
-        given = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
-        where = "a config of the grid, labelled" if row["in_grid"] else "one config added to the grid"
-        print(
-            f"control {row['label']} ({given}; depth {row['depth']} × {plural(row['num_heads'], 'head')} of "
-            f"{row['head_dim']}, "
-            f"MLP {row['mlp_dim']}): {human(row['params'])} params ({row['params']:,}), "
-            f"{row['params_change']:+.1%} vs the baseline; {human(row['flops_per_sample'])} FLOPs per sample "
-            f"({row['flops_change']:+.1%}); {where}"
-        )
-        if row["why"]:
-            print(f"  why: {row['why']}")
+    for question in QUESTIONS:
+        if question.plan_place == place:
+            for line in question.plan_lines(plan):
+                print(line)
 
 
 def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
-    from sweep.plan import compare_published, control_rows
+    from sweep.plan import compare_published
+    from sweep.questions import QUESTIONS
 
+    answers = {key: value for q in QUESTIONS for key, value in q.plan_json(plan).items()}
+    asked = {key: answers.pop(key) for key in ("budgets", "controls") if key in answers}  # the order it always had
     print(
         json.dumps(
             {
@@ -423,31 +413,12 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
                 "trials": rows,
                 "removed": removed,
                 "published": compare_published(plan),
-                **({"budgets": budget_rows(plan)} if plan.budgets else {}),
-                "controls": control_rows(plan),
+                **asked,
+                **answers,
             },
             indent=2,
         )
     )
-
-
-def budget_rows(plan: Plan) -> list[dict]:
-    """Each budget's ways as plain data (``sweep plan --format json``)."""
-    return [
-        {
-            "family": budget.family,
-            "base_params": budget.base_params,
-            "target_params": budget.target,
-            "tolerance": budget.tolerance,
-            "ways": [way_row(way) for way in budget.ways],
-        }
-        for budget in plan.budgets
-    ]
-
-
-def way_row(way) -> dict:
-    return {"way": way.way, "dimension": way.dimension, "value": way.value, "params": way.params, "miss": way.miss,
-            "matched": way.shape is not None, "reason": way.reason}  # fmt: skip
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
@@ -471,8 +442,10 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
 def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
     search = plan.space.search
     if search.kind == "grid":
-        added = sum(not c.in_grid for c in plan.controls)
-        arms = f" (the axes' and {added} control arm{'s' if added > 1 else ''})" if added else ""
+        from sweep.questions import QUESTIONS
+
+        added = ", ".join(filter(None, (q.grid_words(plan) for q in QUESTIONS)))
+        arms = f" (the axes' and {added})" if added else ""
         print(
             f"grid: {plural(len(rows), 'config')}{arms} × {plural(len(plan.seeds), 'seed')} {plan.seeds} = "
             f"{plural(len(rows) * len(plan.seeds), 'trial')}"
@@ -504,9 +477,9 @@ def cmd_plan(args) -> int:
         return 0
     print_plan_header(plan, rows)
     print_stages(plan)
-    print_controls(plan)
+    print_question_lines(plan, "before published")
     print_published(plan)
-    print_budgets(plan)
+    print_question_lines(plan, "after published")
     print_plan_search(plan, rows, removed)
     return 0
 
@@ -521,21 +494,6 @@ def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:
         path.write_text(json.dumps(payload["trial_config"], indent=1) + "\n")
         written.append(path)
     return written
-
-
-def print_budgets(plan: Plan) -> None:
-    """A ``budget:`` block's answer: the base and target, then each way's solved value, params and miss."""
-    from sweep.budget import percent
-
-    for budget in plan.budgets:
-        base, family = budget.base, (f" ({budget.family})" if len(plan.space.families()) > 1 else "")
-        print(
-            f"budget{family}: from depth {base.depth} × {plural(base.num_heads, 'head')} of {base.head_dim}, d_model "
-            f"{base.embed_dim}, MLP {base.mlp_dim}: {budget.base_params:,} params; target {budget.target:,} params "
-            f"({budget.target / budget.base_params:.2f}× the base), within ±{percent(budget.tolerance)}"
-        )
-        for way in budget.ways:
-            print(f"  {way.way:<10} {way.words()}")
 
 
 def cmd_spaces(args) -> int:
@@ -604,6 +562,11 @@ def parse_tolerance(value: float | None) -> float | None:
 def cmd_sql(args) -> int:
     from sweep.sql import run_query
 
+    if args.print_views:  # the same definitions the tool reads, for `duckdb -init`
+        print(views_text(), end="")
+        return 0
+    if args.query is None:
+        raise UsageError('sweep sql needs a query, e.g. sweep sql "FROM depth_edge" (or --print-views)')
     columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
@@ -897,26 +860,21 @@ def add_plan_parsers(sub) -> None:
     validate.set_defaults(func=cmd_validate)
 
 
-def analysis_views() -> list[str]:
-    """The analysis views' names, from the header of ``sweep/views.sql`` (its ``-- Views:`` list)."""
-    text = (Path(__file__).parent / "views.sql").read_text()
-    listed = text.split("-- Views:", 1)[1].split("\n\n", 1)[0]
-    names = [name.strip(" .-\n") for name in listed.replace("\n--", " ").split(",")]
-    return [name for name in names if name and name not in ("trials", "epochs", "spaces")]
-
-
 def add_results_parsers(sub) -> None:
     sql = sub.add_parser(
         "sql",
         help="read-only DuckDB SQL over the results tables and the analysis views",
         description="Read-only DuckDB SQL over the results. Tables: trials, epochs, kappa, spaces. Analysis "
-        f"views (sweep/views.sql; docs/analysis.md says what each holds): {', '.join(analysis_views())}.",
+        f"views (`sweep sql --print-views` prints their SQL; docs/analysis.md says what each holds): "
+        f"{', '.join(analysis_views())}.",
     )
-    sql.add_argument("query", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) FROM trials '
-                     'GROUP BY ALL"')  # fmt: skip
+    sql.add_argument("query", nargs="?", help='one SQL query, e.g. "FROM depth_edge" or "SELECT status, count(*) '
+                     'FROM trials GROUP BY ALL"')  # fmt: skip
     sql.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table", help=FORMAT_HELP)
     sql.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)
+    sql.add_argument("--print-views", action="store_true", help="print every analysis view's SQL instead (for the "
+                     "plain DuckDB shell: `sweep sql --print-views > views.sql; duckdb -init views.sql`)")  # fmt: skip
     sql.set_defaults(func=cmd_sql)
 
     imp = sub.add_parser("import", help="add trial rows from a CSV or Parquet file (all rows valid, or none)")

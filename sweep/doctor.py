@@ -36,7 +36,7 @@ from sweep.storage import ObjectStore, is_remote, superseded
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
-# Columns of version-1 files that version 2 dropped; read by sweep/views.sql, so not problems.
+# Columns of version-1 files that version 2 dropped; read by sweep/views/compat.sql, so not problems.
 VERSION_1_COLUMNS = {"spaces": {"tolerance_top1": pa.float64()}}
 KEY_COLUMNS = {
     **{table: [name for name, _ in TRIAL_KEY] for table in ("trials", "epochs", "kappa")},

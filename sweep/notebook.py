@@ -9,7 +9,7 @@ DataFrame, on one read-only connection::
     results.df("SELECT depth, num_heads, avg(score) FROM trials GROUP BY ALL")
     results.sql("FROM pareto").show()             # a relation: chain DuckDB's methods, or .df(), .arrow()
 
-The views are ``sweep/views.sql``'s (what ``sweep sql`` and ``sweep report`` read); their columns are in
+The views are ``sweep/views/``'s and the questions' (what ``sweep sql`` and ``sweep report`` read); their columns are in
 docs/schema.md and docs/analysis.md. Each is created on the connection the first time it is read (with what
 it reads), as ``sweep sql`` does, so opening the results binds none of them. Only queries run here: results
 are written by sweeps and ``sweep import``.

@@ -1,17 +1,22 @@
 """From a validated space to the exact list of trials: shapes, the combinations the rules removed and
 why, the baseline, params and FLOPs per sample (counted on the meta device, no training), and each
-trial's worker config as plain data."""
+trial's worker config as plain data. The questions (``sweep/questions/``) add their shapes and configs as the
+plan goes, and the problems they find are recorded in it (``Plan.issues``: ``sweep/validation.py`` reports
+them), so a space is planned once."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from sweep.budget import BudgetPlan, Unbuildable, solve_budget
-from sweep.identity import config_id as experiment_id
-from sweep.space import Control, Space
+from sweep.errors import ConfigIssue
+from sweep.identity import config_id
+from sweep.questions import QUESTIONS
+from sweep.questions.budget import Unbuildable
+from sweep.space import Space
 from workers.config import ModelSpec
 from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
 from workers.models import build_on_meta, get_family
@@ -42,7 +47,7 @@ class Shape:
     family: str = "vit"  # the model family (a space may sweep several: axes.family)
     num_kv_heads: int | None = None  # grouped-query attention's key/value heads; None: num_heads
     conditioning: str = "none"  # workers/conditioning.py
-    # A `budget:` block's labels (sweep/budget.py): how the config spends the budget (base, deeper, wider,
+    # A `budget:` block's labels (sweep/questions/budget.py): how the config spends the budget (base, deeper, wider,
     # more_heads) and the target count. Not model fields: they change no config id and no key().
     budget_way: str | None = None
     budget_target_params: int | None = None
@@ -99,18 +104,6 @@ class PlannedConfig:
     control: str | None = None  # the label of the control arm this config is (space.controls), if any
 
 
-@dataclass(frozen=True)
-class PlannedControl:
-    """A control arm of the plan: its label and reason, the config that runs it, and whether the grid held
-    that config already (then it is labelled, not added)."""
-
-    label: str
-    why: str
-    shape: dict  # the axis values the space gives it (the rest are the baseline's)
-    config: PlannedConfig
-    in_grid: bool
-
-
 @dataclass
 class Plan:
     space_name: str
@@ -122,8 +115,9 @@ class Plan:
     baseline: PlannedConfig
     # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
     pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
-    budgets: list[BudgetPlan] = field(default_factory=list)  # the space's `budget:`, one per family
-    controls: list[PlannedControl] = field(default_factory=list)  # space.controls, each with its config
+    # Each question's answer by its name (sweep/questions/): budget's BudgetPlans, controls' PlannedControls …
+    answers: dict[str, object] = field(default_factory=dict)
+    issues: list[ConfigIssue] = field(default_factory=list)  # what the questions found wrong while planning
 
     def trials(self) -> list[dict]:
         """Every (config, seed) trial of a grid, as plain payloads for Ray."""
@@ -165,8 +159,8 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                 **({"num_kv_heads": kv} if kv is not None else {}),
                 **({"conditioning": conditioning} if conditioning != "none" else {}),
             }
-            if kv is not None and (kv > heads or heads % kv):
-                removed.append(Removed(combo, f"num_kv_heads={kv} does not divide num_heads={heads}"))
+            if reason := next(filter(None, (q.combination_rule(combo) for q in QUESTIONS)), None):
+                removed.append(Removed(combo, reason))
                 continue
             if rule == "floor_d_model":
                 if heads > width:
@@ -260,13 +254,13 @@ def measure_shape(fields: dict) -> tuple[int, int]:
 # --- identities ---------------------------------------------------------------------------------------
 
 
-def config_id(model: dict, space: Space) -> str:
-    """The id of ``model`` trained and measured as ``space`` says (``sweep/identity.py`` states the rule)."""
-    return experiment_id(model, space.data, space.train, space.probes)
+def identify(model: dict, space: Space) -> str:
+    """The config id of ``model`` trained and measured as ``space`` says (``sweep/identity.py`` states the rule)."""
+    return config_id(model, space.data, space.train, space.probes)
 
 
-def trial_config(space: Space, model: dict, seed: int) -> dict:
-    """The worker's TrialConfig as plain data."""
+def worker_config(space: Space, model: dict, seed: int) -> dict:
+    """The worker's :class:`workers.trial_config.TrialConfig` as plain data."""
     return {
         "model": model,
         "data": space.data.model_dump(),
@@ -295,54 +289,106 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
         "control": config.control,  # the control arm's label (trials.control); None for the grid's configs
-        "trial_config": trial_config(plan.space, config.model, seed),
+        "trial_config": worker_config(plan.space, config.model, seed),
     }
 
 
 # --- the plan -----------------------------------------------------------------------------------------
 
 
-def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
-    """Every configuration the space allows, with params and FLOPs, and what was removed and why."""
-    shapes, removed = enumerate_shapes(space)
-    budgets = plan_budgets(space, shapes)
-    shapes, removed = with_budget_shapes(shapes, removed, budgets, space)
-    baseline_keys = {resolve_baseline(space, shapes, family) for family in space.families()}
-    families = space.families()
-    configs = []
-    conditionings = space.axis_values("conditioning")
-    for shape in sorted(
-        shapes,
-        key=lambda s: (
-            families.index(s.family),
-            s.depth,
-            s.num_heads,
-            s.head_dim,
-            s.embed_dim,
-            s.mlp_dim,
-            -s.kv_heads,
-            conditionings.index(s.conditioning),
-        ),
-    ):
-        model = model_fields(space, shape)
+class Planner:
+    """A plan in the making, lent to the questions (``sweep/questions/base.py``'s ``Planner`` says what they
+    may use): the space, the shapes and removed combinations so far, then the measured configs; the issues
+    the questions record; and the plan's tools (constraints, what a family can build, exact counts)."""
+
+    def __init__(self, space: Space):
+        self.space = space
+        self.shapes, self.removed = enumerate_shapes(space)
+        self.grid_shapes, self.grid_removed = list(self.shapes), list(self.removed)  # before any question's
+        self.configs: list[PlannedConfig] = []
+        self.baseline: PlannedConfig | None = None
+        self.issues: list[ConfigIssue] = []
+
+    def issue(self, path: str, rule: str, value: object, fix: str) -> None:
+        self.issues.append(ConfigIssue("", path, rule, value, fix))  # the file is the validation's to name
+
+    def removal(self, combination: dict, reason: str) -> Removed:
+        return Removed(combination, reason)
+
+    def constraint_violation(self, shape: Shape) -> str | None:
+        return constraint_violation(self.space, shape)
+
+    def family_problems(self, shape: Shape) -> list[tuple[str, str, object, str]]:
+        return shape_problems(self.space, shape)
+
+    def params_of(self, shape: Shape) -> int:
+        return exact_params(self.space, shape)
+
+    def baseline_shape(self, family: str | None = None) -> Shape | None:
+        key = resolve_baseline(self.space, self.shapes, family)
+        return next((s for s in self.shapes if s.key() == key), None)
+
+    def planned_config(self, shape: Shape, **labels) -> PlannedConfig:
+        model = model_fields(self.space, shape)
         params, flops = measure_shape(model)
-        is_baseline = shape.key() in baseline_keys
-        configs.append(PlannedConfig(config_id(model, space), shape, is_baseline, params, flops, model))
+        return PlannedConfig(identify(model, self.space), shape, False, params, flops, model, **labels)
+
+
+@dataclass
+class Survey:
+    """A space's shapes with every question's added (``Question.add_shapes``), before anything is measured:
+    what the validation needs, and the start of the plan. ``answers``: each question's so far; ``issues``:
+    what each found, by its name (none asked when the grid itself has a problem: the validation says that)."""
+
+    planner: Planner
+    answers: dict[str, object]
+    issues: dict[str, list[ConfigIssue]]
+
+
+_surveys: dict[str, Survey] = {}  # by the space's JSON: validation and planning survey a space once
+
+
+def survey(space: Space) -> Survey:
+    """The grid's shapes, then each question's (``add_shapes``), in registry order; once per space. No
+    question is asked of a grid whose baseline is missing or whose shapes a family cannot build (the
+    validation reports that first)."""
+    key = space.model_dump_json()
+    if key not in _surveys:
+        planner = Planner(space)
+        ready = planner.shapes and all(resolve_baseline(space, planner.shapes, f) for f in space.families())
+        ready = ready and not any(shape_problems(space, s) for s in planner.shapes)
+        answers, issues = {}, {}
+        for question in QUESTIONS:
+            before = len(planner.issues)
+            answers[question.name] = question.add_shapes(planner) if ready else None
+            issues[question.name] = planner.issues[before:]
+        _surveys.clear()  # one space at a time is enough: its validation, then its plan
+        _surveys[key] = Survey(planner, answers, issues)
+    return _surveys[key]
+
+
+def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
+    """Every configuration the space allows, with params and FLOPs, and what was removed and why; each
+    question's answer, and the issues they found."""
+    found = survey(space)
+    planner = copy.copy(found.planner)  # the survey's lists stay as validation saw them
+    planner.shapes, planner.removed, planner.issues = list(planner.shapes), list(planner.removed), list(planner.issues)
+    baseline_keys = {resolve_baseline(space, planner.shapes, family) for family in space.families()}
+    families = space.families()
+    conditionings = space.axis_values("conditioning")
+    order = lambda s: (families.index(s.family), s.depth, s.num_heads, s.head_dim, s.embed_dim, s.mlp_dim,  # noqa: E731
+                       -s.kv_heads, conditionings.index(s.conditioning))  # fmt: skip
+    planner.configs = [
+        dataclasses.replace(planner.planned_config(shape), is_baseline=shape.key() in baseline_keys)
+        for shape in sorted(planner.shapes, key=order)
+    ]
     # The space's baseline; a space of several families also marks each other family's config of the same
     # shape as that family's reference (the analysis compares every config with its own family's).
-    baseline = next(c for c in configs if c.is_baseline and c.shape.family == space.model.family)
-    configs, controls = with_controls(space, configs, baseline)
-    return Plan(
-        space_name,
-        profile,
-        space,
-        configs,
-        removed,
-        list(seeds or space.seeds),
-        baseline,
-        controls=controls,
-        budgets=budgets,
-    )
+    planner.baseline = next(c for c in planner.configs if c.is_baseline and c.shape.family == space.model.family)
+    answers = {q.name: q.add_configs(planner, found.answers[q.name]) for q in QUESTIONS}
+    seeds = list(seeds or space.seeds)
+    return Plan(space_name, profile, space, planner.configs, planner.removed, seeds, planner.baseline,
+                answers=answers, issues=planner.issues)  # fmt: skip
 
 
 PUBLISHED_TOLERANCE = 0.01  # a planned count within 1% of the published one reproduces it
@@ -390,7 +436,7 @@ def resolve_baseline(space: Space, shapes: list[Shape], family: str | None = Non
     return matches[0].key() if len(matches) >= 1 else None
 
 
-# --- a parameter budget spent three ways (sweep/budget.py) ---------------------------------------------------
+# --- exact counts and what a family cannot build (the questions' tools) --------------------------------------
 
 
 @lru_cache(maxsize=4096)
@@ -407,7 +453,7 @@ def measure_params(fields: dict) -> int:
     return one + (fields["depth"] - 1) * (_count_params(freeze({**fields, "depth": 2})) - one)
 
 
-def budget_params(space: Space, shape: Shape) -> int:
+def exact_params(space: Space, shape: Shape) -> int:
     """``shape``'s exact parameter count in ``space``; :class:`Unbuildable` when its family cannot build it."""
     fields = model_fields(space, shape)
     try:
@@ -420,124 +466,11 @@ def budget_params(space: Space, shape: Shape) -> int:
     return measure_params(fields)
 
 
-def budget_base(space: Space, shapes: list[Shape], family: str) -> Shape | None:
-    """The shape ``budget.from`` names in ``family``: the baseline, or the first shape with every value it
-    gives (None when no shape has them)."""
-    wanted = space.budget.base
-    if wanted == "baseline":
-        key = resolve_baseline(space, shapes, family)
-        return next((s for s in shapes if s.key() == key), None)
-    return next((s for s in shapes if s.family == family and all(getattr(s, k) == v for k, v in wanted.items())), None)
-
-
-def plan_budgets(space: Space, shapes: list[Shape]) -> list[BudgetPlan]:
-    """The space's budget solved for each family whose base is among ``shapes`` (none without ``budget:``)."""
-    if space.budget is None:
-        return []
-    plans = []
-    for family in space.families():
-        base = budget_base(space, shapes, family)
-        if base is not None:
-            plans.append(solve_budget(base, space.budget, lambda shape: budget_params(space, shape)))
-    return plans
-
-
-def with_budget_shapes(
-    shapes: list[Shape], removed: list[Removed], budgets: list[BudgetPlan], space: Space
-) -> tuple[list[Shape], list[Removed]]:
-    """``shapes`` with each budget's base labelled and each way's shape added (a way's shape that is already
-    a shape of the grid is labelled instead); a way without a shape, or whose shape breaks a constraint, is
-    a removed combination with the reason."""
-    by_key = {s.key(): s for s in shapes}
-    removed = list(removed)
-    for budget in budgets:
-        target = {"budget_target_params": budget.target}
-        by_key[budget.base.key()] = dataclasses.replace(by_key[budget.base.key()], budget_way="base", **target)
-        for way in budget.ways:
-            combo = {"budget_way": way.way, "family": budget.family, way.dimension: way.value}
-            if way.shape is None:
-                removed.append(Removed(combo, f"{way.words()}; target {budget.target:,} params"))
-                continue
-            reason = constraint_violation(space, way.shape)
-            if reason or by_key.get(way.shape.key(), way.shape).budget_way not in (None, way.way):
-                taken = by_key.get(way.shape.key())
-                removed.append(Removed(combo, reason or f"the same shape as the {taken.budget_way} config"))
-                continue
-            by_key[way.shape.key()] = dataclasses.replace(by_key.get(way.shape.key(), way.shape), budget_way=way.way,
-                                                          **target)  # fmt: skip
-    return list(by_key.values()), removed
-
-
-# --- control arms -------------------------------------------------------------------------------------
-
-
-def control_shape(space: Space, baseline: Shape, control: Control) -> tuple[Shape | None, str | None]:
-    """The shape of ``control``: the baseline's, with the axis values the control gives. head_dim follows
-    the baseline's head_dim rule (embed_dim / num_heads under fixed_d_model) unless the control gives it.
-    Returns (shape, None), or (None, why it cannot be built)."""
-    given = dict(control.shape)
-    pick = lambda name, default: given.get(name, default)  # noqa: E731
-    heads, width = pick("num_heads", baseline.num_heads), pick("embed_dim", baseline.embed_dim)
-    kv = pick("num_kv_heads", baseline.num_kv_heads)
-    rule = baseline.rule.split("+")[0]
-    if "head_dim" in given or rule == "fixed_head_dim":
-        head_dim = pick("head_dim", baseline.head_dim)
-    elif rule == "floor_d_model":
-        if heads > width:
-            return None, f"num_heads={heads} > embed_dim={width}: head_dim would be 0"
-        head_dim = width // heads
-    elif width % heads:
-        return None, f"num_heads={heads} does not divide embed_dim={width} (head_dim rule {rule})"
-    else:
-        head_dim = width // heads
-    if kv is not None and (kv > heads or heads % kv):
-        return None, f"num_kv_heads={kv} does not divide num_heads={heads}"
-    depth, mlp = pick("depth", baseline.depth), pick("mlp_dim", baseline.mlp_dim)
-    conditioning = pick("conditioning", baseline.conditioning)
-    shape = Shape(depth, heads, head_dim, width, mlp, rule, baseline.family, kv, conditioning)
-    reason = constraint_violation(space, shape)
-    return (None, reason) if reason else (shape, None)
-
-
-def with_controls(
-    space: Space, configs: list[PlannedConfig], baseline: PlannedConfig
-) -> tuple[list[PlannedConfig], list[PlannedControl]]:
-    """The grid's configs with each control arm of the space: a control whose shape the grid holds labels
-    that config; any other is added after the grid's (so no config of the grid moves, nor its id)."""
-    configs, controls = list(configs), []
-    for control in space.controls:
-        shape, reason = control_shape(space, baseline.shape, control)
-        if shape is None:  # validation reports it first (sweep/validation.py control_issues)
-            raise ValueError(f"control {control.label!r} cannot be built: {reason}")
-        index = next((i for i, c in enumerate(configs) if c.shape.key() == shape.key()), None)
-        if index is not None:
-            configs[index] = dataclasses.replace(configs[index], control=control.label)
-        else:
-            model = model_fields(space, shape)
-            params, flops = measure_shape(model)
-            configs.append(
-                PlannedConfig(config_id(model, space), shape, False, params, flops, model, control=control.label)
-            )
-        config = configs[index if index is not None else -1]
-        controls.append(PlannedControl(control.label, control.why, dict(control.shape), config, index is not None))
-    return configs, controls
-
-
-def control_rows(plan: Plan) -> list[dict]:
-    """Each control arm beside the baseline: its shape, params and FLOPs, and the change in params."""
-    base = plan.baseline
-    return [
-        {
-            "label": c.label,
-            "config_id": c.config.config_id,
-            "shape": c.shape,
-            **{k: getattr(c.config.shape, k) for k in SHAPE_KEYS},
-            "params": c.config.params,
-            "flops_per_sample": c.config.flops_per_sample,
-            "params_change": c.config.params / base.params - 1,
-            "flops_change": c.config.flops_per_sample / base.flops_per_sample - 1,
-            "in_grid": c.in_grid,
-            "why": " ".join(c.why.split()),
-        }
-        for c in plan.controls
-    ]
+def shape_problems(space: Space, shape: Shape) -> list[tuple[str, str, object, str]]:
+    """What ``shape``'s family cannot build, as (key path, rule, value, fix): the model fields that disagree
+    (path ``model``), or each problem the family names (path ``model.<field>``)."""
+    try:
+        spec = ModelSpec(**model_fields(space, shape))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        return [("model", "the model fields must agree", shape.as_dict(), str(exc).splitlines()[-1])]
+    return [(f"model.{p.field}", p.rule, p.value, p.fix) for p in get_family(shape.family).problems(spec)]

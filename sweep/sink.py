@@ -27,7 +27,6 @@ from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.sink")
 
-# Columns copied from the worker's record into the trials row (everything else comes from the plan).
 # The trials columns the driver fills (from the plan, the run and Ray), never from the worker's record.
 DRIVER_COLUMNS = frozenset({
     "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from sweep.metrics import DEFAULT_METRIC, METRICS
 from sweep.options import TRACKERS, Tracker  # noqa: F401 (TRACKERS: read from here by older code)
-from workers.config import Conditioning, ProbeSpec, TrainSpec
+from sweep.questions import QUESTIONS
+from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
+from workers.config import Conditioning, PositiveInt, ProbeSpec, StrictModel, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
@@ -26,7 +28,6 @@ from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
 
 SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
-AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
 
 # Measurements a finished trial reports besides its metrics (workers/metrics.py).
 MEASUREMENTS = {
@@ -55,11 +56,7 @@ REPORTED_METRICS = reported_metrics()
 EPOCH_METRICS = epoch_reported()
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Range(Strict):
+class Range(StrictModel):
     """Integers from ``low`` to ``high`` inclusive: by ``step``, or doubling when ``scale: log2``."""
 
     low: int = Field(ge=1)
@@ -83,11 +80,10 @@ class Range(Strict):
         return values
 
 
-PositiveInt = Annotated[int, Field(ge=1)]
 AxisValues = Annotated[list[PositiveInt], Field(min_length=1)] | Range
 
 
-class Axes(Strict):
+class Axes(StrictModel):
     """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only. ``family``: model families
     to run side by side on the same shapes (a control, such as softmax attention beside the Nyströmformer);
     each config is judged against its own family's baseline. ``num_kv_heads``: grouped-query attention's
@@ -119,7 +115,7 @@ class Axes(Strict):
         return sorted(set(values))
 
 
-class ModelFixed(Strict):
+class ModelFixed(StrictModel):
     """Values held fixed for every trial (an axis of the same name overrides them).
 
     ``variant``: a named shape from the family registry (``workers.models.VARIANTS``, each timm's model of
@@ -168,7 +164,7 @@ class ModelFixed(Strict):
         return {**VARIANTS[name], **data}
 
 
-class Constraints(Strict):
+class Constraints(StrictModel):
     """Further rules a configuration must meet; those that fail are listed by ``sweep plan`` with why."""
 
     min_head_dim: PositiveInt | None = None
@@ -178,16 +174,16 @@ class Constraints(Strict):
     max_flops_per_sample: PositiveInt | None = None
 
 
-class Objective(Strict):
+class Objective(StrictModel):
     metric: str
     mode: Literal["max", "min"]
 
 
-class GridSearch(Strict):
+class GridSearch(StrictModel):
     kind: Literal["grid"] = "grid"
 
 
-class OptunaSearchSpec(Strict):
+class OptunaSearchSpec(StrictModel):
     """Optuna through Ray Tune's OptunaSearch, define-by-run so every suggested shape obeys the rules.
 
     Each Optuna trial trains one seed (the space's first); ``sweep rerun`` adds seeds afterwards.
@@ -196,11 +192,11 @@ class OptunaSearchSpec(Strict):
     kind: Literal["optuna"]
     sampler: Literal["tpe", "random", "nsga2"] = "tpe"
     num_trials: PositiveInt = 20
-    objectives: Annotated[list[Objective], Field(min_length=1)] = [Objective(metric="top1", mode="max")]
+    objectives: list[Objective] = Field(default=[Objective(metric="top1", mode="max")], min_length=1)
     seed: int = 0
 
 
-class Scheduler(Strict):
+class Scheduler(StrictModel):
     """Early stopping. ``asha`` stops the worse trials at rungs of epochs; they are recorded as pruned."""
 
     kind: Literal["none", "asha"] = "none"
@@ -210,7 +206,7 @@ class Scheduler(Strict):
     reduction_factor: float = Field(default=3.0, gt=1.0)
 
 
-class Resources(Strict):
+class Resources(StrictModel):
     """Per-trial resources, as Ray reserves them (fractions allowed to pack small trials).
 
     ``workers_per_trial`` N > 1 trains each trial data-parallel on N workers: Ray Train's TorchTrainer,
@@ -245,7 +241,7 @@ class Resources(Strict):
         return self
 
 
-class Metric(Strict):
+class Metric(StrictModel):
     """The headline metric the analysis judges this space on (known metrics: ``sweep/metrics.py``).
 
     ``name``: a metric the space's data set reports (``top1``, ``accuracy``, ``val_loss`` …). ``mode``:
@@ -272,7 +268,7 @@ class Metric(Strict):
         return {**data, **{k: v for k, v in filled.items() if data.get(k) is None}}
 
 
-class Published(Strict):
+class Published(StrictModel):
     """A configuration from the paper's tables, to set beside the plan's own count (``sweep plan``).
 
     ``shape``: the axis values that pick it out of the grid (of ``model.family`` when the space runs
@@ -294,26 +290,7 @@ class Published(Strict):
     source: str | None = None
 
 
-CONTROL_LABEL = r"^[a-z][a-z0-9_]*$"
-
-
-class Control(Strict):
-    """A control arm: one more configuration, not crossed with the axes, that answers "is the trade better
-    than the obvious other way of saving the same parameters?".
-
-    ``label``: its name in the plan and in the results (the trials' ``control`` column), lower case, e.g.
-    ``half_mlp``. ``shape``: axis values that override the baseline's (``{mlp_dim: 1536}``); every axis it
-    leaves out is the baseline's, and head_dim follows the baseline's head_dim rule unless given. ``why``:
-    what it controls for. The label is not part of the config id: a control whose shape the grid already
-    holds is that config, labelled. Built for the baseline's family (``model.family``).
-    """
-
-    label: str = Field(pattern=CONTROL_LABEL, max_length=40)
-    shape: Annotated[dict[str, PositiveInt | Conditioning], Field(min_length=1)]
-    why: str = ""
-
-
-class MLflowSettings(Strict):
+class MLflowSettings(StrictModel):
     """Where MLflow runs go. ``tracking_uri``: a database (``sqlite:///mlflow.db``) or a server
     (``http://host:5000``); left out, ``$MLFLOW_TRACKING_URI``, else MLflow's own default (``mlflow.db`` in the
     working folder). ``experiment_name``: left out, ``$MLFLOW_EXPERIMENT_NAME``, else the space's name."""
@@ -322,7 +299,7 @@ class MLflowSettings(Strict):
     experiment_name: str | None = Field(default=None, min_length=1)
 
 
-class WandbSettings(Strict):
+class WandbSettings(StrictModel):
     """Weights & Biases. ``project``: left out, ``$WANDB_PROJECT``, else the space's name. ``mode``: ``offline``
     (the default: runs are written beside Tune's trial state, nothing leaves the machine; ``wandb sync``
     uploads them later) or ``online`` (needs ``wandb login`` or ``$WANDB_API_KEY``). ``entity``: the team or
@@ -333,7 +310,7 @@ class WandbSettings(Strict):
     mode: Literal["offline", "online"] = "offline"
 
 
-class TensorBoardSettings(Strict):
+class TensorBoardSettings(StrictModel):
     """TensorBoard event files, a folder per trial (``<run>-<trial_id>``). ``dir``: a folder to write them
     under (``<dir>/<space>-<sweep_id>/…``); left out, ``<results>/_tune/<space>-<sweep_id>/tensorboard/…``,
     beside Tune's own trial state."""
@@ -341,13 +318,13 @@ class TensorBoardSettings(Strict):
     dir: str | None = Field(default=None, min_length=1)
 
 
-class Log(Strict):
+class Log(StrictModel):
     """Experiment trackers every trial is also logged to, through Ray Tune's own logger callbacks; the
     Parquet results stay the record. ``trackers``: which (``--log`` adds more); the other keys are each
     tracker's settings, used when it is on. ``log: [mlflow, tensorboard]`` is short for
     ``log: {trackers: [mlflow, tensorboard]}``. Not part of a config's identity."""
 
-    trackers: list[Tracker] = []
+    trackers: list[Tracker] = Field(default=[])
     mlflow: MLflowSettings = MLflowSettings()
     wandb: WandbSettings = WandbSettings()
     tensorboard: TensorBoardSettings = TensorBoardSettings()
@@ -367,78 +344,10 @@ class Log(Strict):
         return self.model_copy(update={"trackers": list(dict.fromkeys([*self.trackers, *(trackers or [])]))})
 
 
-BUDGET_WAYS = ("deeper", "wider", "more_heads")  # the ways a `budget:` block spends its parameters
-BUDGET_BASE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")  # what `budget.from` may name
-
-
-class BudgetTarget(Strict):
-    """How many parameters each way spends: ``params`` (a count) or ``factor`` (× the base's params)."""
-
-    params: PositiveInt | None = None
-    factor: float | None = Field(default=None, gt=0.0)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> BudgetTarget:
-        if (self.params is None) == (self.factor is None):
-            raise ValueError(
-                f"exactly one of `params` and `factor` must be given, but got (params={self.params}, "
-                f"factor={self.factor}); keep one (a profile's target merges with the space's: set the other to null)"
-            )
-        return self
-
-
-class Budget(Strict):
-    """One parameter budget spent three ways from one base shape (``sweep/budget.py`` solves them).
-
-    ``from``: the base, ``baseline`` (the space's baseline) or axis values that pick one of the space's
-    shapes (``{depth: 4, num_heads: 2}``); the base is a config of its own (``budget_way`` ``base``).
-    ``target``: ``{params: N}`` or ``{factor: F}`` (F × the base's params). ``tolerance``: how far, as a
-    fraction of the target, a way's exact count (``measure_shape``) may miss it (0.02: ±2%). ``ways``, each
-    optional, and what each solves for, every other size as the base's:
-
-    - ``deeper``: depth;
-    - ``wider``: d_model, with the MLP at the base's ratio (mlp_dim = round(ratio · d_model)) and attention as
-      wide as d_model; ``wider_keeps`` ``num_heads`` (head_dim = d_model / heads, so d_model steps in multiples
-      of the heads) or ``head_dim`` (heads = d_model / head_dim); d_model is also a multiple of
-      ``width_multiple``;
-    - ``more_heads``: the number of heads at the base's head_dim (attention widens: fixed_head_dim), in
-      multiples of ``heads_multiple``.
-
-    Each way takes the value whose count is nearest the target; beyond the tolerance it is not planned and the
-    space is invalid, with the nearest miss named.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    base: Literal["baseline"] | dict[str, PositiveInt] = Field(default="baseline", alias="from")
-    target: BudgetTarget
-    tolerance: float = Field(default=0.02, gt=0.0, le=0.5)
-    ways: Annotated[list[Literal["deeper", "wider", "more_heads"]], Field(min_length=1)] = list(BUDGET_WAYS)
-    wider_keeps: Literal["num_heads", "head_dim"] = "num_heads"
-    width_multiple: PositiveInt = 1
-    heads_multiple: PositiveInt = 1
-
-    @field_validator("ways")
-    @classmethod
-    def _unique_ways(cls, ways: list[str]) -> list[str]:
-        if len(set(ways)) != len(ways):
-            raise ValueError(f"ways must be unique, but got {ways}; remove the repeats")
-        return ways
-
-    @field_validator("base")
-    @classmethod
-    def _base_keys(cls, base):
-        unknown = sorted(set(base) - set(BUDGET_BASE_KEYS)) if isinstance(base, dict) else []
-        if unknown:
-            raise ValueError(
-                f"keys must be among {', '.join(BUDGET_BASE_KEYS)}, but got {unknown}; remove them, or write "
-                "`from: baseline`"
-            )
-        return base
-
-
-class Profile(Strict):
-    """A named budget: overrides merged over the space (nested keys merge; lists replace)."""
+class BaseProfile(StrictModel):
+    """A named budget: overrides merged over the space (nested keys merge; lists replace). The questions'
+    sections are added from the registry (:data:`Profile`): a list section replaces the space's list (scale a
+    control to the profile's sizes)."""
 
     description: str = ""
     model: dict[str, Any] | None = None
@@ -456,12 +365,25 @@ class Profile(Strict):
     metric: dict[str, Any] | None = None
     published: list[Any] | None = None
     log: list[Any] | dict[str, Any] | None = None
-    budget: dict[str, Any] | None = None
-    controls: list[Any] | None = None  # replaces the space's list (scale a control to the profile's sizes)
 
 
-class Space(Strict):
-    """A whole search space, one profile applied (or none)."""
+def profile_override(question) -> Any:
+    """How a profile overrides a question's section: a list section by a list, any other by a dict."""
+    return (list[Any] if is_list_form(question.section_model) else dict[str, Any]) | None
+
+
+# Each question's section (sweep/questions/): a profile overrides it with plain data, merged over the space's.
+Profile = create_model(
+    "Profile",
+    __base__=BaseProfile,
+    __doc__=BaseProfile.__doc__,
+    **{q.section: (profile_override(q), None) for q in QUESTIONS if q.section},
+)
+
+
+class BaseSpace(StrictModel):
+    """A whole search space, one profile applied (or none), without the questions' sections (:data:`Space`
+    adds them from the registry, ``sweep/questions/``)."""
 
     question: str = Field(min_length=1)
     why: str = ""
@@ -475,7 +397,7 @@ class Space(Strict):
     )
     constraints: Constraints = Constraints()
     baseline: dict[str, PositiveInt | Conditioning]
-    seeds: Annotated[list[int], Field(min_length=1)] = [0]
+    seeds: list[int] = Field(default=[0], min_length=1)
     data: DataSpec = DigitsData()
     train: TrainSpec = TrainSpec()
     probes: ProbeSpec = ProbeSpec()
@@ -483,25 +405,15 @@ class Space(Strict):
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
     metric: Metric = Metric()
-    published: list[Published] = []
-    controls: list[Control] = []  # control arms beside the grid (Control); each adds one config at most
+    published: list[Published] = Field(default=[])
     log: Log = Log()
-    budget: Budget | None = None  # one parameter budget spent deeper, wider or on more heads (Budget)
-    profiles: dict[str, Profile] = {}
+    profiles: dict[str, Profile] = Field(default={})
     default_profile: str | None = None
 
     @field_validator("head_dim_rule", mode="before")
     @classmethod
     def _rule_as_list(cls, value):
         return [value] if isinstance(value, str) else value
-
-    @field_validator("controls")
-    @classmethod
-    def _unique_control_labels(cls, controls: list[Control]) -> list[Control]:
-        labels = [c.label for c in controls]
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"control labels must be unique, but got {labels}; rename the repeats")
-        return controls
 
     @field_validator("seeds")
     @classmethod
@@ -526,6 +438,17 @@ class Space(Strict):
         return [fixed] if fixed is not None else []
 
 
+Space = create_model(
+    "Space",
+    __base__=BaseSpace,
+    __doc__=BaseSpace.__doc__,
+    **{
+        q.section: (q.section_model, Field(default=q.section_default, description=q.section_doc))
+        for q in QUESTIONS
+        if q.section
+    },
+)
+
 SECTION_MODELS = {
     "model": ModelFixed,
     "axes": Axes,
@@ -537,8 +460,7 @@ SECTION_MODELS = {
     "search": OptunaSearchSpec,
     "metric": Metric,
     "log": Log,
-    "budget": Budget,
-    "controls": Control,
+    **{name: model for q in QUESTIONS for name, model in q.section_models().items()},
 }
 
 

@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from sweep.errors import MISSING, ConfigIssue, SpaceError, UnknownSpaceError
+from sweep.questions import sections
 from sweep.space import SECTION_MODELS, SPACES_DIR_ENV, Space
 from sweep.validation import space_issues
 from workers.data.registry import BY_NAME, DATA_SET_NAMES, DEFAULT_DATA_SET, fields_taken_by
@@ -237,7 +238,7 @@ def validate_variant(
 
 
 # The keys the cross-field rules read to judge the others: with one of them rejected, they are not run.
-RULES_READ = frozenset({"model", "axes", "baseline", "data", "head_dim_rule", "budget", "controls"})
+RULES_READ = frozenset({"model", "axes", "baseline", "data", "head_dim_rule", *sections()})
 
 
 def rules_without(raw: dict, exc: ValidationError, file: str, prefix: str, override: dict | None) -> list[ConfigIssue]:

@@ -1,8 +1,11 @@
-"""DuckDB over the results folder: the tables as views over their files, plus the analysis views in
-``sweep/views.sql`` (package data). Read-only: only queries are accepted.
+"""DuckDB over the results folder: the tables as views over their files, plus the analysis views of the SQL
+files (package data), read in this order as one text (:func:`views_text`; ``sweep sql --print-views`` prints
+it, for the plain ``duckdb`` shell): ``sweep/views/compat.sql`` (the tables, every schema version read as the
+latest), ``macros.sql`` (statistics), ``core.sql`` (the core views), then each question's own file beside its
+module (``sweep/questions/*.sql``, in the registry's order). Read-only: only queries are accepted.
 
 ``trials``, ``epochs`` and ``spaces`` may hold files of several schema versions: their files are
-``trials_files``, ``epochs_files`` and ``spaces_files``, and ``sweep/views.sql`` defines the tables over
+``trials_files``, ``epochs_files`` and ``spaces_files``, and ``compat.sql`` defines the tables over
 them with version-1 rows read as version 2 (metric ``top1``, mode ``max``, score = top-1; ``val_score`` =
 ``val_top1``; ``tolerance_top1`` as ``tolerance``).
 
@@ -30,12 +33,10 @@ import csv
 import functools
 import io
 import json
-import math
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -44,10 +45,11 @@ import pyarrow as pa
 from sweep.errors import QueryError
 from sweep.schema import ALL_TABLES, SCHEMAS, current_schema
 from sweep.storage import Footer, ObjectStore, cached_footer, is_remote, locate, superseded
+from sweep.text import format_value
+from sweep.views import views_text
 
-VIEWS_SQL = Path(__file__).resolve().parent / "views.sql"  # package data: shipped in the wheel
 READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA"}
-VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by views.sql
+VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by compat.sql
 NAMES_SHOWN = 5  # damaged files named in the warning; `sweep doctor` lists them all
 MANY_FILES = 3000  # a table read from more files than this: a hint to run `sweep compact`
 # Words of a query that list or describe what exists: every analysis view is created for it
@@ -67,7 +69,7 @@ TABLE_VIEWS = {glob_view_name(table): table for table in ALL_TABLES}  # view ove
 
 
 def connect(
-    results_dir: Path | ObjectStore, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
+    results_dir: Path | ObjectStore, views_sql: str | None = "all", tolerance: float | None = None
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with ``trials``, ``epochs``, ``kappa`` and ``spaces`` as views over the Parquet
     files (empty, correctly typed tables when a table has no file yet) and every analysis view.
@@ -82,7 +84,7 @@ def connect(
 
 
 def connect_lazily(
-    results_dir: Path | ObjectStore, views_sql: Path | None = VIEWS_SQL, tolerance: float | None = None
+    results_dir: Path | ObjectStore, views_sql: str | None = "all", tolerance: float | None = None
 ) -> tuple[duckdb.DuckDBPyConnection, Views]:
     """:func:`connect` with nothing created yet, and the :class:`Views` that create the tables' views and the
     analysis views on that connection as queries need them."""
@@ -95,8 +97,8 @@ def connect_lazily(
 
     if tolerance is not None:
         con.execute("SET VARIABLE tolerance = ?", [float(tolerance)])
-    if views_sql is not None and views_sql.exists():
-        views = Views(con, views_sql.read_text(), attach_table)
+    if views_sql is not None:  # "all": every analysis view (views_text()); or a text of definitions
+        views = Views(con, views_text() if views_sql == "all" else views_sql, attach_table)
     else:  # no analysis views: the versioned tables as their files are
         text = "".join(f"CREATE VIEW {t} AS FROM {glob_view_name(t)};\n" for t in VERSIONED_TABLES)
         views = Views(con, text, attach_table)
@@ -123,7 +125,7 @@ def definitions(text: str) -> tuple[Definition, ...]:
         code = re.sub(r"--[^\n]*", "", statement.query)  # the comments name views they do not read
         match = re.search(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+)?(VIEW|MACRO|TABLE)\s+(\w+)", code, re.I)
         if match is None:
-            raise QueryError(f"{VIEWS_SQL.name}: a statement that creates no view or macro: {code.strip()[:80]!r}")
+            raise QueryError(f"the views' SQL: a statement that creates no view or macro: {code.strip()[:80]!r}")
         found.append((match.group(2).lower(), match.group(1).upper(), statement.query, code))
     names = {found_name for found_name, *_ in found} | set(TABLE_VIEWS)
     return tuple(
@@ -353,7 +355,7 @@ def run_query(results_dir: Path, query: str, tolerance: float | None = None) -> 
     except (duckdb.IOException, duckdb.InvalidInputException) as exc:  # reading a file failed, not the query
         raise QueryError(f"{exc}\n(a results file may be damaged: `sweep doctor` checks every file)") from exc
     except duckdb.Error as exc:
-        raise QueryError(f"{exc}\n(tables: trials, epochs, kappa; views in {VIEWS_SQL.name})") from exc
+        raise QueryError(f"{exc}\n(tables: trials, epochs, kappa; views: `sweep sql --print-views`)") from exc
 
 
 def sql_with_views(con: duckdb.DuckDBPyConnection, views: Views, query: str) -> duckdb.DuckDBPyRelation | None:
@@ -366,16 +368,6 @@ def sql_with_views(con: duckdb.DuckDBPyConnection, views: Views, query: str) -> 
             raise
         views.create_all()
         return con.sql(query)
-
-
-def format_value(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.6g}"
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
-    return str(value)
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:

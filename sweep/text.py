@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -28,3 +29,22 @@ def readable(value) -> str:
     if magnitude >= 1e4:
         return f"{value:,.0f}"
     return f"{value:.4g}"
+
+
+def human(count: int) -> str:
+    """136138 → 136.1K, 86567656 → 86.6M, 35127656448 → 35.1G."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(count) >= scale:
+            return f"{count / scale:.1f}{suffix}"
+    return str(count)
+
+
+def format_value(value) -> str:
+    """A value as a table cell: floats to 6 significant digits, times to the second, None as nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return str(value)

@@ -2,28 +2,20 @@
 that its data set is on this machine. Each rule returns every problem it finds as a
 :class:`~sweep.errors.ConfigIssue` (none raise), so a file's problems are all reported together.
 
-Rules about one section alone are pydantic validators on the models in ``sweep/space.py``.
+Rules about one section alone are pydantic validators on the models in ``sweep/space.py`` (and in each
+question's module, ``sweep/questions/``). The shapes are the plan's own (``sweep/plan.py``'s ``survey``,
+made once per space and reused by ``make_plan``); the questions' problems are those the plan recorded.
 """
 
 from __future__ import annotations
 
-from sweep.budget import miss_issue
+import dataclasses
+
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
 from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
-from sweep.plan import (
-    FAMILY_KEYS,
-    VALUED_AXES,
-    Shape,
-    budget_base,
-    constraint_violation,
-    control_shape,
-    enumerate_shapes,
-    model_fields,
-    plan_budgets,
-    resolve_baseline,
-)
+from sweep.plan import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
+from sweep.questions import QUESTIONS
 from sweep.space import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
-from workers.config import ModelSpec
 from workers.data.base import DataNotFoundError
 from workers.distributed import BatchSplitError, per_worker_batch
 from workers.models import get_family
@@ -64,9 +56,19 @@ def cross_field_issues(space: Space, file: str) -> list[ConfigIssue]:
     except FileNotFoundError as exc:  # sizing the models reads a file the space names (a tokenizer) that is not there
         shaped = [ConfigIssue(file, "data", str(exc), MISSING, "")]
     if not issues and not any(not issue.note for issue in shaped):
-        shaped += budget_issues(space, file)
-        shaped += control_issues(space, file)
+        shaped += question_issues(space, file)
     return issues + shaped
+
+
+def question_issues(space: Space, file: str) -> list[ConfigIssue]:
+    """What each question finds wrong, in registry order: its own checks of its section, else what it recorded
+    while the plan added its shapes."""
+    recorded, issues = survey(space).issues, []
+    for question in QUESTIONS:
+        issues += question.space_issues(space, file) or [
+            dataclasses.replace(issue, file=file) for issue in recorded[question.name]
+        ]
+    return issues
 
 
 def axis_value_issues(space: Space, file: str) -> list[ConfigIssue]:
@@ -272,22 +274,15 @@ def family_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIs
     """What the model families cannot build, over every shape, each (key path, rule) reported once."""
     found: dict[tuple, ConfigIssue] = {}
     for shape in shapes:
-        try:
-            spec = ModelSpec(**model_fields(space, shape))
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            reason = str(exc).splitlines()[-1]
-            issue = ConfigIssue(file, "model", "the model fields must agree", shape.as_dict(), reason)
-            found.setdefault(("model", issue.rule), issue)
-            continue
-        for problem in get_family(shape.family).problems(spec):
-            path = f"model.{problem.field}"
-            found.setdefault((path, problem.rule), ConfigIssue(file, path, problem.rule, problem.value, problem.fix))
+        for path, rule, value, fix in shape_problems(space, shape):
+            found.setdefault((path, rule), ConfigIssue(file, path, rule, value, fix))
     return list(found.values())
 
 
 def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
     """The family can build every shape, at least one shape is left, and the baseline is one of them."""
-    shapes, removed = enumerate_shapes(space)
+    planner = survey(space).planner
+    shapes, removed = planner.grid_shapes, planner.grid_removed
     problems = family_issues(space, shapes, file)
     if problems:
         return problems
@@ -356,30 +351,6 @@ def removed_value_issues(space: Space, shapes: list, removed: list, file: str) -
     return issues
 
 
-def budget_issues(space: Space, file: str) -> list[ConfigIssue]:
-    """A ``budget:`` block's base is one of the space's shapes, and every way it asks for reaches the target
-    within the tolerance (else the nearest miss and what to change) without breaking a constraint."""
-    if space.budget is None:
-        return []
-    shapes, _ = enumerate_shapes(space)
-    issues = []
-    for family in space.families():
-        if budget_base(space, shapes, family) is None:
-            where = f" of family {family}" if len(space.families()) > 1 else ""
-            rule = f"must name one of the space's shapes{where} (the budget's base is a config of its own)"
-            fix = "write `from: baseline`, or values of a shape the axes give"
-            issues.append(ConfigIssue(file, "budget.from", rule, space.budget.base, fix))
-    for budget in plan_budgets(space, shapes):
-        for way in budget.ways:
-            if way.shape is None:
-                issues.append(ConfigIssue(file, "budget.ways", *miss_issue(way)))
-            elif reason := constraint_violation(space, way.shape):
-                rule = f"{way.way}'s shape ({way.dimension}={way.value}) must meet the constraints"
-                fix = f"relax the constraint, or drop {way.way} from budget.ways"
-                issues.append(ConfigIssue(file, "budget.ways", rule, reason, fix))
-    return issues
-
-
 def check_data(space: Space, space_ref: str) -> None:
     """Fail in seconds, before planning or starting Ray, when the data set is not on this machine."""
     try:
@@ -395,48 +366,3 @@ def check_data(space: Space, space_ref: str) -> None:
             else ""
         )
         raise DataUnavailableError(f"{exc}{hint}") from exc
-
-
-def control_key_issues(space: Space, file: str) -> list[ConfigIssue]:
-    """Each control's shape names axes, with whole numbers (a name for ``conditioning``)."""
-    issues: list[ConfigIssue] = []
-    for index, control in enumerate(space.controls):
-        for key, value in control.shape.items():
-            path = f"controls[{index}].shape.{key}"
-            if key not in AXIS_NAMES:
-                rule = f"keys must be among {', '.join(AXIS_NAMES)}"
-                issues.append(ConfigIssue(file, path, rule, key, did_you_mean(key, AXIS_NAMES) + "remove it"))
-            elif (key == "conditioning") != isinstance(value, str):
-                kind = "a conditioning name" if key == "conditioning" else "a whole number"
-                issues.append(ConfigIssue(file, path, f"must be {kind}", value, f"write {kind}"))
-    return issues
-
-
-def control_issues(space: Space, file: str) -> list[ConfigIssue]:
-    """Each control arm can be built from the baseline (head_dim rule, key/value heads, constraints, and
-    what the family can build), differs from the baseline, and from every other control."""
-    issues = control_key_issues(space, file)
-    if issues or not space.controls:
-        return issues
-    shapes, _ = enumerate_shapes(space)
-    baseline = next(s for s in shapes if s.key() == resolve_baseline(space, shapes))
-    seen: dict[tuple, str] = {}
-    for index, control in enumerate(space.controls):
-        path = f"controls[{index}].shape"
-        shape, reason = control_shape(space, baseline, control)
-        if shape is None:
-            rule = "a control is the baseline with these values; that shape must be buildable"
-            issues.append(ConfigIssue(file, path, rule, dict(control.shape), f"change it: {reason}"))
-            continue
-        if shape.key() == baseline.key():
-            rule = "a control must differ from the baseline"
-            issues.append(ConfigIssue(file, path, rule, dict(control.shape), "change a value, or remove the control"))
-        elif shape.key() in seen:
-            rule = f"two controls have the same shape (controls {seen[shape.key()]!r} and {control.label!r})"
-            issues.append(ConfigIssue(file, path, rule, dict(control.shape), "remove one of them"))
-        seen.setdefault(shape.key(), control.label)
-        issues += [
-            ConfigIssue(file, f"controls[{index}]", f"control {control.label!r}: {i.rule}", i.value, i.fix)
-            for i in family_issues(space, [shape], file)
-        ]
-    return issues

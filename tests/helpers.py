@@ -5,6 +5,7 @@ import csv
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,18 @@ probes: {kappa_samples: 2, throughput_warmup_steps: 0, throughput_steps: 1, late
 resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
 """
 
-VIEWS = Path(__file__).resolve().parent.parent / "sweep" / "views.sql"
+
+def print_views() -> Path:
+    """Every analysis view's SQL in one file, as ``sweep sql --print-views > views.sql`` writes it for
+    ``duckdb -init views.sql`` (written once per test process, under the system's temporary folder)."""
+    from sweep.views import views_text
+
+    path = Path(tempfile.gettempdir()) / f"sweep-views-{os.getpid()}.sql"
+    path.write_text(views_text())
+    return path
+
+
+VIEWS = print_views()
 SWEEP = str(Path(sys.executable).parent / "sweep")  # the console script of the interpreter under test
 
 

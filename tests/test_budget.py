@@ -1,4 +1,4 @@
-"""A parameter budget spent three ways (``budget:``, sweep/budget.py): each way's solved shape hits the target
+"""A parameter budget spent three ways (``budget:``, sweep/questions/budget.py): each way's solved shape hits the target
 within the tolerance and its count is the model's own (checked against a closed form written here and
 timm's count), a budget that cannot be met is an error naming the nearest miss, labels change no config
 id, and the budget_ways / budget_pairs views agree with numpy and scipy on planted rows."""
@@ -12,11 +12,11 @@ import torch
 from scipy import stats
 from timm.models.vision_transformer import VisionTransformer
 
-from sweep.budget import nearest_step
 from sweep.cli import main
 from sweep.errors import SpaceError
 from sweep.importer import import_file
 from sweep.plan import make_plan
+from sweep.questions.budget import nearest_step
 from sweep.report import write_report
 from sweep.space_loader import load_space
 from tests.helpers import query, write_csv
@@ -60,7 +60,7 @@ def write_space(tmp_path, body: str = SPACE, name: str = "budget.yaml"):
 def test_each_way_hits_the_target_and_counts_as_the_closed_form_and_timm(tmp_path):
     name, space, profile = load_space(str(write_space(tmp_path)))
     plan = make_plan(name, space, profile)
-    (budget,) = plan.budgets
+    (budget,) = plan.answers["budget"]
     base = vit_params(2, 48, 48, 192)
     assert budget.base_params == base == timm_params(2, 48, 4, 192)
     assert budget.target == round(2.0 * base)

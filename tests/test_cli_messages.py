@@ -103,9 +103,10 @@ def test_every_argument_of_every_command_has_help():
 
 def test_sql_help_lists_every_analysis_view(capsys):
     import re
-    from pathlib import Path
 
-    created = set(re.findall(r"CREATE OR REPLACE VIEW (\w+)", (Path(cli.__file__).parent / "views.sql").read_text()))
+    from sweep.views import views_text
+
+    created = set(re.findall(r"CREATE OR REPLACE VIEW (\w+)", views_text()))
     created -= {"trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files"}
     with pytest.raises(SystemExit):
         main(["sql", "--help"])

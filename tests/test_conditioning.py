@@ -288,7 +288,7 @@ def welch(a, b):
 
 
 def view_rows(con, view, space="cond"):
-    from sweep.report import query
+    from sweep.report.data import query
 
     return {r["conditioning"]: r for r in query(con, f"FROM {view} WHERE space = ? AND depth = 1", space)}
 
@@ -332,7 +332,8 @@ def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
 
 
 def conditioning_report(con, space="cond"):
-    from sweep.report import Headline, conditioning_section
+    from sweep.questions.conditioning import conditioning_section
+    from sweep.report.headline import Headline
 
     return conditioning_section(con, space, Headline("top1", "max", 0.5))
 

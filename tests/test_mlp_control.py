@@ -16,9 +16,11 @@ from scipy import stats
 from sweep.cli import main
 from sweep.errors import SpaceError
 from sweep.importer import import_file
-from sweep.plan import compare_published, control_rows, make_plan
-from sweep.report import Headline, control_section, write_report
-from sweep.report import query as report_query
+from sweep.plan import compare_published, make_plan
+from sweep.questions.controls import control_rows, control_section
+from sweep.report import write_report
+from sweep.report.headline import Headline
+from sweep.report.data import query as report_query
 from sweep.sink import TrialRows
 from sweep.space_loader import load_space
 from sweep.sql import connect
@@ -73,7 +75,7 @@ def test_every_profile_carries_the_control_at_half_its_own_mlp(name):
     _, space, _ = load_space(name)
     for profile in [None, *space.profiles]:
         plan = plan_of(name, profile)
-        (control,) = plan.controls
+        (control,) = plan.answers["controls"]
         base, shape = plan.baseline.shape, control.config.shape
         assert control.label == "half_mlp" and control.config.control == "half_mlp"
         assert (shape.depth, shape.num_heads, shape.head_dim, shape.embed_dim) == (
@@ -81,7 +83,7 @@ def test_every_profile_carries_the_control_at_half_its_own_mlp(name):
         )  # fmt: skip
         assert shape.mlp_dim * 2 == base.mlp_dim, (name, profile)
         assert [c.config_id for c in plan.configs if c.control] == [control.config.config_id]
-    assert plan_of(name, "smoke").controls[0].config.shape.mlp_dim == 96
+    assert plan_of(name, "smoke").answers["controls"][0].config.shape.mlp_dim == 96
 
 
 def test_controls_add_configs_at_the_end_and_move_no_id():
@@ -95,13 +97,13 @@ def test_controls_add_configs_at_the_end_and_move_no_id():
     row = plan_of("deit_b_fixed_mlp", "paper_row")
     pinned = json.loads(PINNED.read_text())["deit_b_fixed_mlp/paper_row"]
     assert [[c.config_id, c.params, c.flops_per_sample] for c in row.configs] == pinned
-    assert row.controls[0].in_grid and sum(c.control == "half_mlp" for c in row.configs) == 1
+    assert row.answers["controls"][0].in_grid and sum(c.control == "half_mlp" for c in row.configs) == 1
 
 
 def test_the_label_travels_in_the_payload_and_the_trials_row_but_not_the_id():
     plan = plan_of("vit_b_fixed_mlp", "smoke")
     payloads = {p["config_id"]: p for p in plan.trials()}
-    control = plan.controls[0].config
+    control = plan.answers["controls"][0].config
     assert payloads[control.config_id]["control"] == "half_mlp"
     assert {p["control"] for p in payloads.values()} == {None, "half_mlp"}
     assert "control" not in control.model and "half_mlp" not in json.dumps(payloads[control.config_id]["trial_config"])
@@ -164,8 +166,8 @@ def test_every_bad_control_is_reported_together_with_its_path_rule_and_fix(tmp_p
 def test_a_profile_scales_the_control_and_unknown_keys_are_rejected(tmp_path):
     body = "controls: [{label: half_mlp, shape: {mlp_dim: 16}}]\nprofiles:\n  wide:\n    model: {mlp_dim: 64}\n"
     path = write_space(tmp_path, body + "    controls: [{label: half_mlp, shape: {mlp_dim: 32}}]\n")
-    assert make_plan(*load_space(str(path), "wide")).controls[0].config.shape.mlp_dim == 32
-    assert make_plan(*load_space(str(path))).controls[0].config.shape.mlp_dim == 16
+    assert make_plan(*load_space(str(path), "wide")).answers["controls"][0].config.shape.mlp_dim == 32
+    assert make_plan(*load_space(str(path))).answers["controls"][0].config.shape.mlp_dim == 16
     bad = write_space(tmp_path, body + "    controls: [{label: half_mlp, shape: {mlp_dim: 64}}]\n")
     with pytest.raises(SpaceError) as info:  # the profile's control is the baseline: said where it is
         load_space(str(bad))
@@ -232,7 +234,7 @@ def test_mlp_control_equals_a_numpy_and_scipy_computation(planted):
             assert row["evidence"] == "single seed" and row["delta_lo"] is None and not row["significant"]
             continue
         assert row["welch_df"] == pytest.approx(dof)
-        # views.sql's t95 interpolates ln t in 1/dof: never below the exact quantile, at most 3% above it
+        # macros.sql's t95 interpolates ln t in 1/dof: never below the exact quantile, at most 3% above it
         sql_half = (row["delta_hi"] - row["delta_lo"]) / 2
         assert half <= sql_half <= 1.03 * half
         assert row["delta"] == pytest.approx((row["delta_hi"] + row["delta_lo"]) / 2)
@@ -296,9 +298,9 @@ def test_report_is_honest_about_single_seeds(tmp_path):
 
 
 def test_the_view_is_listed_and_documented():
+    from sweep.views import analysis_views
     from tests.helpers import VIEWS
 
     sql = VIEWS.read_text()
-    listed = sql.split("-- Views:", 1)[1].split("\n\n", 1)[0]  # the list of views in the file's header
-    assert "mlp_control" in listed and "CREATE OR REPLACE VIEW mlp_control AS" in sql
+    assert "mlp_control" in analysis_views() and "CREATE OR REPLACE VIEW mlp_control AS" in sql
     assert textwrap.dedent(sql).count("-- mlp_control_at(tolerance)") == 1

@@ -28,12 +28,12 @@ SHIPPED_COUNT = len(list((REPO / "search_spaces").glob("*.yaml")))
 PROBE = """
 import json, sys
 from sweep.cli import main
-import sweep.space_loader, sweep.sql
+import sweep.space_loader, sweep.sql, sweep.views
 plan_rc = main(["plan", "local_digits", "--format", "json"])
 sql_rc = main(["sql", "FROM depth_edge ORDER BY num_heads", "--results", sys.argv[1], "--format", "json"])
 spaces = {k: str(v) for k, v in sweep.space_loader.shipped_spaces().items()}
 found = {"plan_rc": plan_rc, "sql_rc": sql_rc, "sweep": sweep.space_loader.__file__,
-         "spaces": spaces, "views": str(sweep.sql.VIEWS_SQL)}
+         "spaces": spaces, "views": str(sweep.views.VIEWS_DIR)}
 print("@@" + json.dumps(found))
 """
 
@@ -89,7 +89,7 @@ def test_wheel_plans_and_queries_from_another_folder(wheel_target, tmp_path):
     found, printed = run_probe([sys.executable], elsewhere, results, clean_env(PYTHONPATH=str(wheel_target)))
     # the code, the spaces and the views all come from the installed wheel, none from the checkout
     assert Path(found["sweep"]).is_relative_to(wheel_target)
-    assert Path(found["views"]).is_relative_to(wheel_target) and Path(found["views"]).is_file()
+    assert Path(found["views"]).is_relative_to(wheel_target) and (Path(found["views"]) / "core.sql").is_file()
     assert len(found["spaces"]) == SHIPPED_COUNT
     assert all(Path(path).is_relative_to(wheel_target) for path in found["spaces"].values())
     assert found["plan_rc"] == 0 and found["sql_rc"] == 0
@@ -113,8 +113,8 @@ def test_editable_install_finds_the_shipped_data_from_another_folder(tmp_path):
                           timeout=60, check=True)  # fmt: skip
     spaces, sweep_init = (Path(line) for line in done.stdout.split())
     assert spaces == REPO / "search_spaces" and (spaces / "local_digits.yaml").is_file()
-    assert (Path(sweep_init).parent / "views.sql") == REPO / "sweep" / "views.sql"
-    assert (REPO / "sweep" / "views.sql").is_file()
+    assert (Path(sweep_init).parent / "views" / "core.sql") == REPO / "sweep" / "views" / "core.sql"
+    assert (REPO / "sweep" / "views" / "core.sql").is_file() and (REPO / "sweep" / "questions" / "budget.sql").is_file()
 
 
 def test_own_spaces_in_the_working_folder_join_and_shadow_the_shipped(tmp_path, monkeypatch):

@@ -464,7 +464,7 @@ def test_matched_budget_gain_follows_the_metric_direction(tmp_path):
 
 
 def mix32(x: int) -> int:
-    """Wellons' lowbias32, as results/views.sql's mix32."""
+    """Wellons' lowbias32, as sweep/views/macros.sql's mix32."""
     x ^= x >> 16
     x = (x * 0x7FEB352D) & 0xFFFFFFFF
     x ^= x >> 15

@@ -1,7 +1,7 @@
 """``sweep report SPACE``: a self-contained folder (Markdown + PNG, and an interactive HTML page) that
-answers where the head-for-depth trade holds and where it breaks, from the analysis views in
-``sweep/views.sql``, on the space's headline metric (top-1, accuracy, validation loss …) in its own units and
-direction.
+answers where the head-for-depth trade holds and where it breaks, from the analysis views in ``sweep/views/``
+and ``sweep/questions/*.sql``, on the space's headline metric (top-1, accuracy, validation loss …) in its own
+units and direction.
 
     reports/<space>/index.md                 the answer in words, then the tables
     reports/<space>/index.html               the same answer and interactive figures (Δ heatmap, Pareto front
@@ -13,126 +13,38 @@ direction.
     reports/<space>/kappa_vs_heads.png       κ against heads (and against head_dim), one line per depth/arm
     reports/<space>/throughput_vs_params.png training and inference samples/s against parameters
 
-This module is the skeleton every report shares: find the headline metric, gather the rows once
-(``data.py``), draw the figures (``figures.py``), and render the sections in order: the answer and the edges
-(``answer.py``), the tables (``tables.py``), the shared sections (``sections.py``) and the questions' own
-(:func:`topic_sections`). The names below the skeleton are re-exported for the tests and the CLI.
+The skeleton is ``write.py``; this face hands on the names scripts and tests use, loaded on first use: the
+questions (``sweep/questions/``) import this package's words while ``write.py`` imports their registry, so the
+face itself imports nothing.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
-from sweep.errors import UsageError
-from sweep.report.answer import answer_paragraph, answer_section, edges_section
-from sweep.report.data import ReportData, count_trials, gather, query, recorded_question
-from sweep.report.figures import draw_figures, label_points, overlaps, plot_kappa, save_figure
-from sweep.report.headline import Headline, find_headline
-from sweep.report.html import write_html
-from sweep.report.question_sections import budget_section, conditioning_section, control_section
-from sweep.report.sections import (
-    KappaTraining,
-    equal_cost_section,
-    kappa_metric_section,
-    kappa_over_training,
-    kappa_training_section,
-    loader_bound_section,
-    theory_section,
-)
-from sweep.report.shapes import shape_words, short_shape, with_kv
-from sweep.report.tables import (
-    FRONT_COLUMNS,
-    INFEASIBLE_COLUMNS,
-    KAPPA_COLUMNS,
-    KAPPA_RANK_DEFICIENT,
-    VERDICT_COLUMNS,
-    markdown_table,
-)
-from sweep.sql import connect
+_FACE = {
+    "write_report": "write",
+    "render_markdown": "write",
+    "Headline": "headline",
+    "ReportData": "data",
+    "query": "data",
+    "KAPPA_RANK_DEFICIENT": "tables",
+    "VERDICT_COLUMNS": "tables",
+    "markdown_table": "tables",
+    "label_points": "figures",
+    "overlaps": "figures",
+    "plot_kappa": "figures",
+    "save_figure": "figures",
+    "loader_bound_section": "sections",
+    "shape_words": "shapes",
+    "short_shape": "shapes",
+    "with_kv": "shapes",
+}
 
-__all__ = [
-    "KAPPA_RANK_DEFICIENT",
-    "VERDICT_COLUMNS",
-    "Headline",
-    "ReportData",
-    "conditioning_section",
-    "control_section",
-    "label_points",
-    "loader_bound_section",
-    "markdown_table",
-    "overlaps",
-    "plot_kappa",
-    "query",
-    "save_figure",
-    "shape_words",
-    "short_shape",
-    "with_kv",
-    "write_report",
-]
+__all__ = sorted(_FACE)
 
 
-def write_report(
-    space: str, results_dir: Path, out_dir: Path, question: str | None = None, tolerance: float | None = None
-) -> Path:
-    """Write the report folder for ``space`` (index.md, index.html and the PNGs); returns the path of index.md.
-    ``question``: None takes the one its latest sweep recorded (``space_settings``). ``tolerance``: judge
-    every verdict at this tolerance (the metric's units) instead of the space's own."""
-    con = connect(results_dir, tolerance=tolerance)
-    trials = count_trials(con, space)
-    if trials == 0:
-        raise UsageError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
-    if question is None:
-        question = recorded_question(con, space)
-    headline = find_headline(con, space)
-    data = gather(con, space, headline, trials)
-    training = kappa_over_training(data.kappa_epochs, data.configs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    draw_figures(data, training, out_dir, headline)
-    extra = "".join(topic_sections(con, headline, data, training))
-    index = out_dir / "index.md"
-    index.write_text(render_markdown(space, question, headline, data, extra=extra))
-    answer = answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)  # as index.md's
-    write_html(out_dir / "index.html", space, question, headline, data, answer)
-    return index
-
-
-def topic_sections(con, headline: Headline, data: ReportData, training: KappaTraining) -> list[str]:
-    """The sections between the κ table and the throughput, in index.md's order, each its Markdown or "".
-    Three are questions' (``question_sections.py``): control arms, a parameter budget, conditioning; the
-    budget and conditioning sections still query ``con`` for their views."""
-    return [
-        equal_cost_section(data.matched, headline),
-        control_section(data.configs, data.mlp_control, headline),
-        budget_section(con, data.space, headline),
-        kappa_metric_section(data.kappa_metric, headline),
-        kappa_training_section(training, headline),
-        theory_section(data),
-        conditioning_section(con, data.space, headline),
-        loader_bound_section(data.data_wait_fractions),
-    ]
-
-
-def render_markdown(space: str, question: str | None, headline: Headline, data: ReportData, extra: str = "") -> str:
-    """index.md: the answer first, then the edges, the figures, and every table behind them; ``extra`` (the
-    topic sections) between the κ table and the throughput."""
-    parts = [f"# Where does the head-for-depth trade break? Space `{space}`\n"]
-    if question:
-        parts.append(f"> {' '.join(question.split())}\n")
-    parts += answer_section(space, headline, data)
-    parts += edges_section(headline, data)
-    parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
-    parts.append(markdown_table(data.front, with_kv(FRONT_COLUMNS, data.front)))
-    if data.kappa:
-        parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")
-        whole_block = [r for r in data.kappa if r["layer"] is None and r["attention"] is None]
-        parts.append(markdown_table(whole_block, with_kv(KAPPA_COLUMNS, whole_block)))
-    if extra:
-        parts.append(extra)
-    parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
-    parts.append("\n## Every config against the baseline\n")
-    decoding = ("kv_cache_bytes_per_token", "token_latency_ms")  # what grouping saves, beside what it costs
-    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, decoding)))
-    parts.append("\n## Trials that did not finish\n")
-    parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
-    parts.append('\nThe same answer in SQL: `sweep sql "FROM depth_edge"`, or `duckdb -init sweep/views.sql`.\n')
-    return "\n".join(parts)
+def __getattr__(name: str):
+    if name not in _FACE:
+        raise AttributeError(f"module 'sweep.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"sweep.report.{_FACE[name]}"), name)

@@ -1,6 +1,6 @@
 """Every row a report shows, queried once (:func:`gather`): the analysis views on the space's headline metric,
 and the few columns of ``trials`` and ``epochs`` the shared sections read. The sections are functions of
-these rows; none queries for itself (the question sections in ``question_sections.py`` still do)."""
+these rows; none queries for itself (a question's section reads its own views: ``sweep/questions/``)."""
 
 from __future__ import annotations
 

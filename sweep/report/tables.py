@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sweep.sql import format_value
-from sweep.text import readable
+from sweep.metrics import format_delta
+from sweep.text import format_value, readable
 
 # κ at or above this is a numerically rank-deficient block, not a measurement: float64 carries about 16 digits
 # (eps = 2.2e-16) and an SVD's error in σ_min is about N·eps·σ_1, so for blocks of N ≥ 5 tokens a σ_min
@@ -41,3 +41,12 @@ VERDICT_COLUMNS = ["depth", "num_heads", "head_dim", "attn_dim", "mlp_dim", "n_s
 
 
 INFEASIBLE_COLUMNS = ["trials", "diverged_fraction", "oom_fraction", "error_fraction", "pruned_fraction"]
+
+
+def interval_words(row: dict, field: str, name: str, single: str = "single seed") -> str:
+    """``row[field]`` with its interval (``field_lo``, ``field_hi``): ``+1.2 (95% CI -0.3…+2.7)``, or
+    ``+1.2 (single seed)`` (``single`` says it) where there is no interval."""
+    value, lo, hi = row[field], row[f"{field}_lo"], row[f"{field}_hi"]
+    if lo is None or hi is None:
+        return f"{format_delta(value, name)} ({single})"
+    return f"{format_delta(value, name)} (95% CI {format_delta(lo, name)}…{format_delta(hi, name)})"

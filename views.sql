@@ -2,7 +2,12 @@
 --
 -- Works in two places:
 --   sweep sql "FROM depth_edge"              (the tool creates the tables' globs over --results first)
---   duckdb -init sweep/views.sql            (plain DuckDB shell, run from the folder that holds results/)
+--   sweep sql --print-views > views.sql; duckdb -init views.sql
+--                                            (plain DuckDB shell, run from the folder that holds results/)
+--
+-- The definitions are files loaded in this order (sweep/sql.py): sweep/views/compat.sql (the tables, every
+-- schema version read as the latest), macros.sql (statistics), core.sql (the core views), then each question's
+-- file beside its module (sweep/questions/*.sql, in the registry's order).
 --
 -- Each space is judged on its headline metric (`metric.name` in its YAML: top1, accuracy, val_loss, ...),
 -- whose value is each trial's `score`, in the metric's own units and direction (`metric_mode`: max when
@@ -14,9 +19,6 @@
 -- or call the table macro directly: FROM vs_baseline_at(0.3).
 -- The same tolerance judges matched_budget (FROM matched_budget_at(0.3)).
 --
--- Views: trials, epochs, spaces, space_settings, configs, unlearned_seeds, variance_check, spread_check,
--- vs_baseline, depth_edge, head_dim_edge, pareto, matched_budget, kappa_vs_heads, kappa_accuracy, infeasible, budget_ways,
--- budget_pairs, conditioning_effect, conditioning_vs_heads, mlp_control.
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
 CREATE OR REPLACE VIEW trials_files AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
@@ -73,6 +75,8 @@ FROM (
            NULL::DOUBLE AS tolerance_top1
     WHERE false
 );
+
+-- Statistics macros every view uses (sweep/views/compat.sql's header says how the files fit).
 
 -- Two-sided 95% Student t critical value for `dof` degrees of freedom (any real dof ≥ 1; NULL below 1).
 --   whole dof 1 … 30: the exact value (scipy.stats.t.ppf(0.975, dof), 4 decimals), from the list below;
@@ -192,6 +196,21 @@ CREATE OR REPLACE MACRO learned_share(score, chance, mode) AS CASE
     ELSE CASE WHEN chance < 100 THEN (score - chance) / (100 - chance) END
 END;
 CREATE OR REPLACE MACRO at_chance(score, chance, mode) AS learned_share(score, chance, mode) < 0.15;
+
+-- better_sign(mode): +1 when higher is better (metric_mode max, or unknown), −1 when lower is (min).
+-- signed_lo(better, lo, hi), signed_hi(better, lo, hi): the ends of an interval lo … hi of a difference,
+-- signed by `better` so that positive is better: (lo, hi) for max, (−hi, −lo) for min. With `better *
+-- delta` as the gain, every comparison below (vs_baseline_at, matched_budget_at, budget_pairs_at,
+-- conditioning_effect, mlp_control_at) turns a difference into gain, gain_lo, gain_hi by these.
+CREATE OR REPLACE MACRO better_sign(mode) AS CASE WHEN mode = 'min' THEN -1 ELSE 1 END;
+CREATE OR REPLACE MACRO signed_lo(better, lo, hi) AS CASE WHEN better = 1 THEN lo ELSE -hi END;
+CREATE OR REPLACE MACRO signed_hi(better, lo, hi) AS CASE WHEN better = 1 THEN hi ELSE -lo END;
+
+-- pair_evidence(has_interval): 'welch t, 95%' when both sides have ≥ 2 seeds, else 'single seed'.
+CREATE OR REPLACE MACRO pair_evidence(has_interval) AS CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END;
+
+-- The core analysis views: every config against its baseline, the edges, the Pareto front, matched
+-- budgets, κ (sweep/views/compat.sql's header says how the files fit).
 
 -- space_settings: the latest recorded settings of each space: its headline metric and direction, the
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that
@@ -471,7 +490,7 @@ paired AS (
            c.score_mean - b.b_mean AS delta,
            c.score_sd ^ 2 / c.n_seeds + b.b_sd ^ 2 / b.b_n AS var_delta,
            welch_df(c.score_sd, c.n_seeds, b.b_sd, b.b_n) AS welch_df,
-           CASE WHEN c.metric_mode = 'min' THEN -1 ELSE 1 END AS better  -- +1: higher is better
+           better_sign(c.metric_mode) AS better  -- +1: higher is better
     FROM configs c JOIN base b USING (space, metric, family) JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
     LEFT JOIN variance_check v USING (space, metric, family)
     LEFT JOIN spread_check sc ON sc.space = c.space AND sc.metric = c.metric AND sc.config_id = c.config_id
@@ -505,8 +524,8 @@ chosen AS (
 gains AS (
     SELECT *,
         better * delta AS gain,
-        CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
-        CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi
+        signed_lo(better, delta_lo, delta_hi) AS gain_lo,
+        signed_hi(better, delta_lo, delta_hi) AS gain_hi
     FROM chosen
 )
 SELECT
@@ -711,7 +730,7 @@ compared AS (
            r.score_mean - r.matched_score AS delta,
            welch_df(r.score_sd, r.n_seeds, r.matched_sd, r.matched_n_seeds) AS welch_df,
            sqrt(r.score_sd ^ 2 / r.n_seeds + r.matched_sd ^ 2 / r.matched_n_seeds) AS delta_se,
-           CASE WHEN r.metric_mode = 'min' THEN -1 ELSE 1 END AS better
+           better_sign(r.metric_mode) AS better
     FROM ranked r JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
     WHERE r.nearness = 1
 ),
@@ -721,8 +740,8 @@ intervals AS (
 ),
 gains AS (
     SELECT *, better * delta AS gain,
-           CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
-           CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi,
+           signed_lo(better, delta_lo, delta_hi) AS gain_lo,
+           signed_hi(better, delta_lo, delta_hi) AS gain_hi,
            n_seeds >= 2 AND matched_n_seeds >= 2 AS has_interval
     FROM intervals
 ),
@@ -737,7 +756,7 @@ SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim
        matched_attn_dim, matched_num_kv_heads, matched_conditioning, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
        cost / matched_cost AS cost_ratio,
        delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
-       CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
+       pair_evidence(has_interval) AS evidence,
        verdict,
        has_interval AND verdict <> 'inconclusive' AS significant
 FROM judged
@@ -879,108 +898,7 @@ FROM trials
 GROUP BY space
 ORDER BY space;
 
--- budget_ways: a parameter budget spent three ways (a space's `budget:` block, sweep/budget.py), side by
--- side. One row per config that carries a budget_way (its base, and each of deeper, wider and more_heads
--- the plan could match), per space, headline metric, model family and budget target:
---   budget_way     'base' | 'deeper' | 'wider' | 'more_heads' (way_order 0 … 3)
---   target_params  the budget's target, parameters (trials.budget_target_params)
---   params_miss    params / target_params − 1: the relative miss (+0.007 is 0.7% over; the base's is
---                  −0.5 for a target of twice its params)
---   n_seeds, score_mean, score_sd: the finished seeds' (configs), in the metric's units
---   score_lo/hi    the mean's 95% t interval, score_mean ∓ t95(n_seeds − 1) · score_sd / √n_seeds (NULL with
---                  one seed: a single seed has no interval)
---   flops_per_sample, train_samples_per_s, infer_samples_per_s, kappa_mean: as in configs
---   rank           1 for the way (deeper, wider, more_heads) with the best mean score by the metric's
---                  direction (ties share a rank); NULL for the base and for ways without a finished seed.
---                  A rank is not a verdict: budget_pairs says which differences the seeds support.
--- A results folder holding two recipes of one space at one target (two profiles) gives a row for each config.
-CREATE OR REPLACE VIEW budget_ways AS
-WITH ways AS (
-    SELECT *, budget_target_params AS target_params,
-           CASE budget_way WHEN 'base' THEN 0 WHEN 'deeper' THEN 1 WHEN 'wider' THEN 2 WHEN 'more_heads' THEN 3
-                           ELSE 4 END AS way_order,
-           CASE WHEN metric_mode = 'min' THEN -score_mean ELSE score_mean END AS goodness
-    FROM configs WHERE budget_way IS NOT NULL
-)
-SELECT space, metric, metric_mode, family, target_params, budget_way, way_order, config_id, is_baseline,
-       depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, n_seeds, n_failed, score_mean, score_sd,
-       CASE WHEN n_seeds >= 2 THEN score_mean - t95(n_seeds - 1) * score_sd / sqrt(n_seeds) END AS score_lo,
-       CASE WHEN n_seeds >= 2 THEN score_mean + t95(n_seeds - 1) * score_sd / sqrt(n_seeds) END AS score_hi,
-       params, params::DOUBLE / target_params - 1 AS params_miss, flops_per_sample, train_samples_per_s,
-       infer_samples_per_s, kappa_mean,
-       CASE WHEN budget_way <> 'base' AND n_seeds > 0 AND score_mean IS NOT NULL THEN
-           rank() OVER (PARTITION BY space, metric, family, target_params,
-                                     budget_way <> 'base' AND n_seeds > 0 AND score_mean IS NOT NULL
-                        ORDER BY goodness DESC)
-       END AS rank
-FROM ways
-ORDER BY space, metric, family, target_params, way_order, config_id;
-
--- budget_pairs_at(tolerance): the ways of each budget against each other, one row per pair in the order
--- (deeper, wider), (deeper, more_heads), (wider, more_heads), per space, headline metric, model family and
--- target (budget_ways' groups), where both ways have a finished seed. `a` is the first of the pair, `b` the
--- second; both spend the same budget (each within the plan's tolerance of the target):
---   n_a, n_b, score_a, score_b, params_a, params_b, config_a, config_b: each way's (budget_ways)
---   params_ratio  params_a / params_b
---   delta         score_a − score_b, in the metric's units, NOT direction-aware (as matched_budget.delta)
---   delta_lo/hi   its 95% Welch interval, delta ∓ t95(welch_df) · √(s_a² / n_a + s_b² / n_b), welch_df by
---                 Welch–Satterthwaite (welch_df); both sides ≥ 2 seeds
---   gain, gain_lo, gain_hi: the same signed so that positive means `a` is better (−delta for a min metric)
---   tolerance     as vs_baseline_at's (the argument, else the space's own, else 0.5), metric's units
---   verdict, of `a` against `b`, exactly as matched_budget_at's:
---                 'wins'                   gain_lo > +tolerance
---                 'loses'                  gain_hi < −tolerance
---                 'tie (within tolerance)' −tolerance ≤ gain_lo and gain_hi ≤ +tolerance
---                 'inconclusive'           otherwise
---           with one seed on a side (evidence 'single seed', never significant): gain > +tol wins,
---           gain < −tol loses, else tie (within tolerance)
---   evidence 'welch t, 95%' | 'single seed'; significant: both sides ≥ 2 seeds and not inconclusive
-CREATE OR REPLACE MACRO budget_pairs_at(fixed_tolerance) AS TABLE
-WITH ways AS (
-    SELECT * FROM budget_ways WHERE way_order BETWEEN 1 AND 3 AND n_seeds > 0 AND score_mean IS NOT NULL
-),
-paired AS (
-    SELECT a.space, a.metric, a.metric_mode, a.family, a.target_params,
-           a.budget_way AS way_a, b.budget_way AS way_b, a.way_order AS order_a, b.way_order AS order_b,
-           a.config_id AS config_a, b.config_id AS config_b, a.n_seeds AS n_a, b.n_seeds AS n_b,
-           a.score_mean AS score_a, b.score_mean AS score_b, a.score_sd AS sd_a, b.score_sd AS sd_b,
-           a.params AS params_a, b.params AS params_b,
-           a.score_mean - b.score_mean AS delta,
-           welch_df(a.score_sd, a.n_seeds, b.score_sd, b.n_seeds) AS welch_df,
-           sqrt(a.score_sd ^ 2 / a.n_seeds + b.score_sd ^ 2 / b.n_seeds) AS delta_se,
-           CASE WHEN a.metric_mode = 'min' THEN -1 ELSE 1 END AS better,
-           a.n_seeds >= 2 AND b.n_seeds >= 2 AS has_interval
-    FROM ways a JOIN ways b
-      ON b.space = a.space AND b.metric = a.metric AND b.family IS NOT DISTINCT FROM a.family
-     AND b.target_params IS NOT DISTINCT FROM a.target_params AND b.way_order > a.way_order
-),
-intervals AS (
-    SELECT p.*, t.tol,
-           delta - t95(welch_df) * delta_se AS delta_lo, delta + t95(welch_df) * delta_se AS delta_hi
-    FROM paired p JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
-),
-gains AS (
-    SELECT *, better * delta AS gain,
-           CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
-           CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi
-    FROM intervals
-),
-judged AS (
-    SELECT *,
-        rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict
-    FROM gains
-)
-SELECT space, metric, metric_mode, family, target_params, way_a, way_b, config_a, config_b, n_a, n_b,
-       score_a, score_b, params_a, params_b, params_a::DOUBLE / params_b AS params_ratio,
-       delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
-       CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
-       verdict,
-       has_interval AND verdict <> 'inconclusive' AS significant
-FROM judged
-ORDER BY space, metric, family, target_params, order_a, order_b, config_a, config_b;
-
-CREATE OR REPLACE VIEW budget_pairs AS
-FROM budget_pairs_at(getvariable('tolerance'));
+-- The conditioning question's views (sweep/questions/conditioning.py).
 
 -- conditioning_effect: each conditioning intervention (workers/conditioning.py) against 'none' at the same
 -- shape: same (space, metric, family, depth, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads). One row
@@ -1006,7 +924,7 @@ WITH sides AS (
            z.config_id AS none_config_id, z.n_seeds AS none_seeds, z.score_mean AS none_score, z.score_sd AS none_sd,
            z.kappa_mean AS none_kappa_mean, z.log_kappa_mean AS none_log_kappa, z.log_kappa_sd AS none_log_kappa_sd,
            z.n_kappa AS none_n_kappa,
-           CASE WHEN c.metric_mode = 'min' THEN -1 ELSE 1 END AS better
+           better_sign(c.metric_mode) AS better
     FROM configs c JOIN configs z
       ON z.space = c.space AND z.metric = c.metric AND z.family IS NOT DISTINCT FROM c.family AND z.depth = c.depth
      AND z.num_heads = c.num_heads AND z.head_dim = c.head_dim AND z.embed_dim = c.embed_dim
@@ -1034,8 +952,8 @@ SELECT space, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim
        conditioning, config_id, none_config_id, n_seeds, none_seeds, score_mean, none_score,
        delta, delta_lo, delta_hi, welch_df,
        better * delta AS gain,
-       CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
-       CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi,
+       signed_lo(better, delta_lo, delta_hi) AS gain_lo,
+       signed_hi(better, delta_lo, delta_hi) AS gain_hi,
        CASE WHEN n_seeds = 0 OR none_seeds = 0 THEN 'no finished seed'
             WHEN n_seeds = 1 OR none_seeds = 1 THEN 'single seed'
             ELSE 'welch t, 95%' END AS evidence,
@@ -1086,7 +1004,7 @@ CREATE OR REPLACE VIEW conditioning_vs_heads AS
 WITH base AS (
     SELECT space, metric, family, depth AS b_depth, num_heads AS b_heads, head_dim AS b_head_dim,
            embed_dim, mlp_dim, num_kv_heads AS b_kv, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
-           CASE WHEN metric_mode = 'min' THEN -1 ELSE 1 END AS better
+           better_sign(metric_mode) AS better
     FROM configs WHERE is_baseline AND n_seeds > 0
 ),
 shallow AS (  -- depth d below the baseline's, baseline heads, no intervention
@@ -1162,7 +1080,7 @@ SELECT space, metric, family, b_depth AS baseline_depth, depth, b_heads AS num_h
        vs_baseline, vs_baseline - vs_base_hw AS vs_baseline_lo, vs_baseline + vs_base_hw AS vs_baseline_hi,
        cond_minus_heads, cond_minus_heads - cmh_hw AS cond_minus_heads_lo, cond_minus_heads + cmh_hw AS cond_minus_heads_hi,
        exp(c_log_kappa - s0_log_kappa) AS kappa_ratio, exp(h_log_kappa - s0_log_kappa) AS heads_kappa_ratio,
-       CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
+       pair_evidence(has_interval) AS evidence,
        CASE WHEN vb_lo >= -tol THEN 'closes the gap'
             WHEN vb_hi < -tol AND cr_lo > 0 THEN 'narrows the gap, does not close it'
             WHEN vb_hi < -tol AND cr_hi < 0 THEN 'widens the gap'
@@ -1182,6 +1100,113 @@ SELECT space, metric, family, b_depth AS baseline_depth, depth, b_heads AS num_h
        END AS as_much_as_heads
 FROM bounded
 ORDER BY space, metric, family, embed_dim, mlp_dim, depth, conditioning;
+
+-- The budget question's views (sweep/questions/budget.py).
+
+-- budget_ways: a parameter budget spent three ways (a space's `budget:` block, sweep/questions/budget.py), side by
+-- side. One row per config that carries a budget_way (its base, and each of deeper, wider and more_heads
+-- the plan could match), per space, headline metric, model family and budget target:
+--   budget_way     'base' | 'deeper' | 'wider' | 'more_heads' (way_order 0 … 3)
+--   target_params  the budget's target, parameters (trials.budget_target_params)
+--   params_miss    params / target_params − 1: the relative miss (+0.007 is 0.7% over; the base's is
+--                  −0.5 for a target of twice its params)
+--   n_seeds, score_mean, score_sd: the finished seeds' (configs), in the metric's units
+--   score_lo/hi    the mean's 95% t interval, score_mean ∓ t95(n_seeds − 1) · score_sd / √n_seeds (NULL with
+--                  one seed: a single seed has no interval)
+--   flops_per_sample, train_samples_per_s, infer_samples_per_s, kappa_mean: as in configs
+--   rank           1 for the way (deeper, wider, more_heads) with the best mean score by the metric's
+--                  direction (ties share a rank); NULL for the base and for ways without a finished seed.
+--                  A rank is not a verdict: budget_pairs says which differences the seeds support.
+-- A results folder holding two recipes of one space at one target (two profiles) gives a row for each config.
+CREATE OR REPLACE VIEW budget_ways AS
+WITH ways AS (
+    SELECT *, budget_target_params AS target_params,
+           CASE budget_way WHEN 'base' THEN 0 WHEN 'deeper' THEN 1 WHEN 'wider' THEN 2 WHEN 'more_heads' THEN 3
+                           ELSE 4 END AS way_order,
+           CASE WHEN metric_mode = 'min' THEN -score_mean ELSE score_mean END AS goodness
+    FROM configs WHERE budget_way IS NOT NULL
+)
+SELECT space, metric, metric_mode, family, target_params, budget_way, way_order, config_id, is_baseline,
+       depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, n_seeds, n_failed, score_mean, score_sd,
+       CASE WHEN n_seeds >= 2 THEN score_mean - t95(n_seeds - 1) * score_sd / sqrt(n_seeds) END AS score_lo,
+       CASE WHEN n_seeds >= 2 THEN score_mean + t95(n_seeds - 1) * score_sd / sqrt(n_seeds) END AS score_hi,
+       params, params::DOUBLE / target_params - 1 AS params_miss, flops_per_sample, train_samples_per_s,
+       infer_samples_per_s, kappa_mean,
+       CASE WHEN budget_way <> 'base' AND n_seeds > 0 AND score_mean IS NOT NULL THEN
+           rank() OVER (PARTITION BY space, metric, family, target_params,
+                                     budget_way <> 'base' AND n_seeds > 0 AND score_mean IS NOT NULL
+                        ORDER BY goodness DESC)
+       END AS rank
+FROM ways
+ORDER BY space, metric, family, target_params, way_order, config_id;
+
+-- budget_pairs_at(tolerance): the ways of each budget against each other, one row per pair in the order
+-- (deeper, wider), (deeper, more_heads), (wider, more_heads), per space, headline metric, model family and
+-- target (budget_ways' groups), where both ways have a finished seed. `a` is the first of the pair, `b` the
+-- second; both spend the same budget (each within the plan's tolerance of the target):
+--   n_a, n_b, score_a, score_b, params_a, params_b, config_a, config_b: each way's (budget_ways)
+--   params_ratio  params_a / params_b
+--   delta         score_a − score_b, in the metric's units, NOT direction-aware (as matched_budget.delta)
+--   delta_lo/hi   its 95% Welch interval, delta ∓ t95(welch_df) · √(s_a² / n_a + s_b² / n_b), welch_df by
+--                 Welch–Satterthwaite (welch_df); both sides ≥ 2 seeds
+--   gain, gain_lo, gain_hi: the same signed so that positive means `a` is better (−delta for a min metric)
+--   tolerance     as vs_baseline_at's (the argument, else the space's own, else 0.5), metric's units
+--   verdict, of `a` against `b`, exactly as matched_budget_at's:
+--                 'wins'                   gain_lo > +tolerance
+--                 'loses'                  gain_hi < −tolerance
+--                 'tie (within tolerance)' −tolerance ≤ gain_lo and gain_hi ≤ +tolerance
+--                 'inconclusive'           otherwise
+--           with one seed on a side (evidence 'single seed', never significant): gain > +tol wins,
+--           gain < −tol loses, else tie (within tolerance)
+--   evidence 'welch t, 95%' | 'single seed'; significant: both sides ≥ 2 seeds and not inconclusive
+CREATE OR REPLACE MACRO budget_pairs_at(fixed_tolerance) AS TABLE
+WITH ways AS (
+    SELECT * FROM budget_ways WHERE way_order BETWEEN 1 AND 3 AND n_seeds > 0 AND score_mean IS NOT NULL
+),
+paired AS (
+    SELECT a.space, a.metric, a.metric_mode, a.family, a.target_params,
+           a.budget_way AS way_a, b.budget_way AS way_b, a.way_order AS order_a, b.way_order AS order_b,
+           a.config_id AS config_a, b.config_id AS config_b, a.n_seeds AS n_a, b.n_seeds AS n_b,
+           a.score_mean AS score_a, b.score_mean AS score_b, a.score_sd AS sd_a, b.score_sd AS sd_b,
+           a.params AS params_a, b.params AS params_b,
+           a.score_mean - b.score_mean AS delta,
+           welch_df(a.score_sd, a.n_seeds, b.score_sd, b.n_seeds) AS welch_df,
+           sqrt(a.score_sd ^ 2 / a.n_seeds + b.score_sd ^ 2 / b.n_seeds) AS delta_se,
+           better_sign(a.metric_mode) AS better,
+           a.n_seeds >= 2 AND b.n_seeds >= 2 AS has_interval
+    FROM ways a JOIN ways b
+      ON b.space = a.space AND b.metric = a.metric AND b.family IS NOT DISTINCT FROM a.family
+     AND b.target_params IS NOT DISTINCT FROM a.target_params AND b.way_order > a.way_order
+),
+intervals AS (
+    SELECT p.*, t.tol,
+           delta - t95(welch_df) * delta_se AS delta_lo, delta + t95(welch_df) * delta_se AS delta_hi
+    FROM paired p JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
+),
+gains AS (
+    SELECT *, better * delta AS gain,
+           signed_lo(better, delta_lo, delta_hi) AS gain_lo,
+           signed_hi(better, delta_lo, delta_hi) AS gain_hi
+    FROM intervals
+),
+judged AS (
+    SELECT *,
+        rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict
+    FROM gains
+)
+SELECT space, metric, metric_mode, family, target_params, way_a, way_b, config_a, config_b, n_a, n_b,
+       score_a, score_b, params_a, params_b, params_a::DOUBLE / params_b AS params_ratio,
+       delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
+       pair_evidence(has_interval) AS evidence,
+       verdict,
+       has_interval AND verdict <> 'inconclusive' AS significant
+FROM judged
+ORDER BY space, metric, family, target_params, order_a, order_b, config_a, config_b;
+
+CREATE OR REPLACE VIEW budget_pairs AS
+FROM budget_pairs_at(getvariable('tolerance'));
+
+-- The control arms' view (sweep/questions/controls.py).
 
 -- mlp_control_at(tolerance): do fewer blocks with more heads beat the space's control arms at matched
 -- parameters? A control arm is a config a space's `controls:` adds or labels (configs.control, e.g. half_mlp:
@@ -1232,7 +1257,7 @@ paired AS (
            c.score_mean - k.score_mean AS delta,
            welch_df(c.score_sd, c.n_seeds, k.score_sd, k.n_seeds) AS welch_df,
            sqrt(c.score_sd ^ 2 / c.n_seeds + k.score_sd ^ 2 / k.n_seeds) AS delta_se,
-           CASE WHEN c.metric_mode = 'min' THEN -1 ELSE 1 END AS better,
+           better_sign(c.metric_mode) AS better,
            c.n_seeds >= 2 AND k.n_seeds >= 2 AS has_interval
     FROM finished c
     JOIN base b ON b.space = c.space AND b.metric = c.metric AND b.family IS NOT DISTINCT FROM c.family
@@ -1249,8 +1274,8 @@ intervals AS (
 ),
 gains AS (
     SELECT *, better * delta AS gain,
-           CASE WHEN better = 1 THEN delta_lo ELSE -delta_hi END AS gain_lo,
-           CASE WHEN better = 1 THEN delta_hi ELSE -delta_lo END AS gain_hi
+           signed_lo(better, delta_lo, delta_hi) AS gain_lo,
+           signed_hi(better, delta_lo, delta_hi) AS gain_hi
     FROM intervals
 ),
 judged AS (
@@ -1269,7 +1294,7 @@ SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim
        params, control_params, params::DOUBLE / control_params AS params_ratio,
        abs(params::DOUBLE / control_params - 1) <= 0.05 AS matched,
        delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
-       CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END AS evidence,
+       pair_evidence(has_interval) AS evidence,
        verdict,
        has_interval AND verdict <> 'inconclusive' AS significant,
        coalesce(rank_at_or_under = 1, false) AS best_at_or_under

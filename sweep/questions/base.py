@@ -1,0 +1,158 @@
+"""What a question is: the small interface every module of ``sweep/questions/`` implements.
+
+A question is something a researcher asks of a sweep beyond "where does the trade break?": spend a parameter
+budget three ways (``budget``), set the trade beside control arms (``controls``), intervene on the attention
+block's conditioning (``conditioning``), share key/value heads (``gqa``). Each one reads a section or an axis
+of the space file, may add shapes or configs to the plan (and the issues that stop it), brings its SQL views,
+prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
+loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none names a question.
+
+Every hook has a default that does nothing, so a question implements only what it adds: one that only
+compares configs the grid already has (an ``expect:`` block judged against the results) has a section, an SQL
+file and a report section, and no plan hook. ``docs/questions.md`` walks through adding one.
+
+This module imports nothing heavy: the report (which must not load torch) reads the registry too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Protocol, get_args, get_origin
+
+from pydantic import BaseModel
+
+# The axes a shape is made of, in the order a space file lists them (``axes:``, ``baseline:``, a control's
+# ``shape:``): the space and the questions share them.
+AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
+
+
+class Planner(Protocol):
+    """What the plan lends a question while it plans (``sweep/plan.py``'s :class:`~sweep.plan.Planner`).
+
+    ``space``: the validated space; ``shapes`` and ``removed``: the plan's shapes and removed combinations so
+    far (a question may replace either list); ``configs``: the measured configs (in ``add_configs`` only);
+    ``baseline``: the space's baseline config (in ``add_configs`` only)."""
+
+    space: Any
+    shapes: list
+    removed: list
+    configs: list
+    baseline: Any
+
+    def issue(self, path: str, rule: str, value: object, fix: str) -> None:
+        """Record a problem of the space (``sweep validate`` reports it; a plan with one does not run)."""
+
+    def removal(self, combination: dict, reason: str) -> Any:
+        """A removed combination, with the reason, as ``sweep plan`` lists it."""
+
+    def constraint_violation(self, shape) -> str | None:
+        """The first of the space's constraints ``shape`` breaks, as a sentence, or None."""
+
+    def family_problems(self, shape) -> list[tuple[str, str, object, str]]:
+        """What the family cannot build of ``shape``: (key path, rule, value, fix) each."""
+
+    def params_of(self, shape) -> int:
+        """``shape``'s exact parameter count (raises ``sweep.questions.budget.Unbuildable`` when the family
+        cannot build it)."""
+
+    def baseline_shape(self, family: str | None = None):
+        """The baseline's shape in ``family`` (default: ``model.family``) among the shapes, or None."""
+
+    def planned_config(self, shape, **labels):
+        """``shape`` measured and identified: a :class:`~sweep.plan.PlannedConfig` (``labels``: its fields
+        beyond the shape, e.g. ``control``)."""
+
+
+def innermost_model(form: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a typing form: ``Budget | None`` and ``Annotated[list[Control], …]`` give
+    ``Budget`` and ``Control``; None when there is none."""
+    if isinstance(form, type) and issubclass(form, BaseModel):
+        return form
+    return next((m for m in map(innermost_model, get_args(form)) if m is not None), None)
+
+
+def is_list_form(form: Any) -> bool:
+    """Whether a typing form is a list (``list[Control]``, possibly ``Annotated``)."""
+    if get_origin(form) is Annotated:
+        return is_list_form(get_args(form)[0])
+    return get_origin(form) is list
+
+
+class Question:
+    """One question of the sweep. Subclasses set the class attributes they use and override the hooks.
+
+    ``name``: the key of its answer in ``Plan.answers`` and its name in the docs. ``section``: the top-level
+    key of the space file it reads (None: it reads an axis or nothing), ``section_model`` its pydantic model
+    (unknown keys rejected) and ``section_default`` the value when the file leaves it out; a profile may
+    override the section as a dict (or a list, for a list section). ``axes``: the axes of ``axes:`` it is
+    about. ``rules_read``: whether the cross-field rules must be skipped when its section is malformed.
+    ``sql``: its views, a file beside this module (loaded after the core views, in registry order).
+    ``report_place``: where its report section goes: ``costs`` (after "at equal cost") or ``mechanism``
+    (after the κ theory). ``plan_place``: where ``sweep plan`` prints its lines: ``before published`` (beside
+    the baseline) or ``after published`` (after the paper's rows)."""
+
+    name: ClassVar[str]
+    section: ClassVar[str | None] = None
+    section_model: ClassVar[Any] = None  # a pydantic model, or a typing form such as list[Model]
+    section_default: ClassVar[Any] = None
+    section_doc: ClassVar[str] = ""
+    axes: ClassVar[tuple[str, ...]] = ()
+    sql: ClassVar[str | None] = None
+    report_place: ClassVar[str] = "costs"
+    plan_place: ClassVar[str] = "after published"
+
+    # --- the space file -----------------------------------------------------------------------------------
+
+    def section_models(self) -> dict[str, type[BaseModel]]:
+        """Models by section name, for the loader's messages on a key of this section (``SECTION_MODELS``)."""
+        inner = innermost_model(self.section_model)
+        return {self.section: inner} if self.section and inner is not None else {}
+
+    def space_issues(self, space, file: str) -> list:
+        """Problems of the section that need the whole space but no plan (keys naming axes, …)."""
+        return []
+
+    # --- the plan -----------------------------------------------------------------------------------------
+
+    def combination_rule(self, combination: dict) -> str | None:
+        """Why the grid cannot have ``combination`` (a dict of axis values), or None: it is removed."""
+        return None
+
+    def add_shapes(self, planner: Planner) -> Any:
+        """Before the configs are measured: label or add shapes (``planner.shapes``), record removed
+        combinations and issues; returns this question's answer (kept in ``Plan.answers[name]``)."""
+        return None
+
+    def add_configs(self, planner: Planner, answer: Any) -> Any:
+        """After the configs are measured: label or add configs (``planner.configs``); returns the answer."""
+        return answer
+
+    # --- sweep plan ---------------------------------------------------------------------------------------
+
+    def plan_columns(self, plan, config) -> dict:
+        """Columns of ``sweep plan``'s table for ``config`` (none when the question is not asked)."""
+        return {}
+
+    def plan_lines(self, plan) -> list[str]:
+        """Lines ``sweep plan`` prints after the baseline (its answer in words)."""
+        return []
+
+    def grid_words(self, plan) -> str:
+        """What it adds to the grid's configs, in words for ``sweep plan``'s count (``2 control arms``), or ''."""
+        return ""
+
+    def plan_json(self, plan) -> dict:
+        """Keys ``sweep plan --format json`` adds (its answer as plain data)."""
+        return {}
+
+    # --- the results --------------------------------------------------------------------------------------
+
+    def sql_text(self) -> str:
+        """Its SQL file's text ('' without one)."""
+        if self.sql is None:
+            return ""
+        return (Path(__file__).resolve().parent / self.sql).read_text()
+
+    def report_section(self, con, space: str, headline, data) -> str:
+        """Its section of ``index.md`` (Markdown; '' when the results do not ask it)."""
+        return ""

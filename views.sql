@@ -5,7 +5,7 @@
 --   sweep sql --print-views > views.sql; duckdb -init views.sql
 --                                            (plain DuckDB shell, run from the folder that holds results/)
 --
--- The definitions are files loaded in this order (sweep/sql.py): sweep/views/compat.sql (the tables, every
+-- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/analysis/views/compat.sql (the tables, every
 -- schema version read as the latest), macros.sql (statistics), core.sql (the core views), then each question's
 -- file beside its module (sweep/questions/*.sql, in the registry's order).
 --
@@ -76,7 +76,7 @@ FROM (
     WHERE false
 );
 
--- Statistics macros every view uses (sweep/views/compat.sql's header says how the files fit).
+-- Statistics macros every view uses (sweep/analysis/views/compat.sql's header says how the files fit).
 
 -- Two-sided 95% Student t critical value for `dof` degrees of freedom (any real dof ≥ 1; NULL below 1).
 --   whole dof 1 … 30: the exact value (scipy.stats.t.ppf(0.975, dof), 4 decimals), from the list below;
@@ -210,7 +210,7 @@ CREATE OR REPLACE MACRO signed_hi(better, lo, hi) AS CASE WHEN better = 1 THEN h
 CREATE OR REPLACE MACRO pair_evidence(has_interval) AS CASE WHEN has_interval THEN 'welch t, 95%' ELSE 'single seed' END;
 
 -- The core analysis views: every config against its baseline, the edges, the Pareto front, matched
--- budgets, κ (sweep/views/compat.sql's header says how the files fit).
+-- budgets, κ (sweep/analysis/views/compat.sql's header says how the files fit).
 
 -- space_settings: the latest recorded settings of each space: its headline metric and direction, the
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweep.schema import SCHEMA_VERSION, TRIALS, table_from_rows
-from sweep.sql import connect
+from sweep.analysis.sql import connect
+from sweep.results.schema import SCHEMA_VERSION, TRIALS, table_from_rows
 
 DEPTHS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 24)
 HEADS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)

@@ -6,7 +6,7 @@ with their epochs and κ rows, are copied under new trial ids, sweep ids and see
 seed) gets seed + 1000 × its copy number, so no pair repeats), in sweeps of ``--trials-per-sweep`` trials
 over ``--spaces`` spaces (the source's own name, then ``NAME_2``, ``NAME_3``, …). Each sweep is written as
 the sink writes it (one file per trial and table, written atomically) plus its ``spaces`` row, then
-compacted as ``sweep run`` does when it ends (``sweep/compact.py``); ``--layout loose`` leaves the per-trial
+compacted as ``sweep run`` does when it ends (``sweep/results/compact.py``); ``--layout loose`` leaves the per-trial
 files, as a results folder from before compaction holds them. The folder grows to each N of ``--trials`` in
 turn, and at each the times are taken in fresh processes, start-up included, as a user meets them:
 
@@ -100,8 +100,8 @@ def relabel(rows: pa.Table, **values) -> pa.Table:
 
 def write_sweep(folder: Path, source: Source, number: int, trials: int, spaces: int, layout: str) -> float:
     """Sweep ``number`` (``trials`` trials) as the sink writes it, then compacted; returns the compaction's s."""
-    from sweep.compact import compact_space
-    from sweep.storage import write_atomic
+    from sweep.results.compact import compact_space
+    from sweep.results.storage import write_atomic
 
     space = source.space if number % spaces == 0 else f"{source.space}_{number % spaces + 1}"
     sweep_id = f"bench-{number:05d}"

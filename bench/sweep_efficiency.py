@@ -21,10 +21,10 @@ from pathlib import Path
 
 import ray
 
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
-from sweep.tuner import run_sweep
+from sweep.analysis.sql import run_query
+from sweep.plan.plan import make_plan
+from sweep.run.tuner import run_sweep
+from sweep.space.loader import load_space
 
 SPACE = """
 question: sweep-efficiency benchmark (digits, ~20 s trials)

@@ -55,8 +55,8 @@ from pathlib import Path
 
 import torch
 
-from sweep.plan import make_plan, worker_config
-from sweep.space_loader import load_space
+from sweep.plan.plan import make_plan, worker_config
+from sweep.space.loader import load_space
 from workers.data.registry import data_spec, load_arrays
 from workers.trial import run_trial
 

@@ -1,1 +1,1 @@
-"""The shipped search spaces: YAML files installed as package data (``sweep/space.py`` finds them)."""
+"""The shipped search spaces: YAML files installed as package data (``sweep/space/model.py`` finds them)."""

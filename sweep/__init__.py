@@ -17,15 +17,15 @@ from __future__ import annotations
 import importlib
 
 _FACADE = {
-    "load_space": "sweep.space_loader",
-    "shipped_spaces": "sweep.space_loader",
-    "make_plan": "sweep.plan",
-    "run_sweep": "sweep.tuner",
-    "run_query": "sweep.sql",
-    "connect": "sweep.sql",
-    "open_results": "sweep.notebook",
-    "write_report": "sweep.report",
-    "import_file": "sweep.importer",
+    "load_space": "sweep.space.loader",
+    "shipped_spaces": "sweep.space.loader",
+    "make_plan": "sweep.plan.plan",
+    "run_sweep": "sweep.run.tuner",
+    "run_query": "sweep.analysis.sql",
+    "connect": "sweep.analysis.sql",
+    "open_results": "sweep.analysis.notebook",
+    "write_report": "sweep.analysis.report",
+    "import_file": "sweep.results.importer",
     "SweepError": "sweep.errors",
     "SpaceError": "sweep.errors",
 }

@@ -74,10 +74,10 @@ ADAPTIVE_PLANTED = {(4, 4): [90.0, 90.1], (2, 4): [90.0, 90.1], (1, 4): [60.0, 6
 def planted_adaptive(tmp_path, monkeypatch):
     """The space ``adaptive`` (found through $SWEEP_SPACES_DIR) and a results folder of the rows planted above:
     returns its plan, the results folder and the config ids by (depth, heads)."""
-    from sweep.importer import import_file
-    from sweep.plan import make_plan
-    from sweep.space import SPACES_DIR_ENV
-    from sweep.space_loader import load_space
+    from sweep.plan.plan import make_plan
+    from sweep.results.importer import import_file
+    from sweep.space.loader import load_space
+    from sweep.space.model import SPACES_DIR_ENV
 
     spaces = tmp_path / "spaces"
     spaces.mkdir()

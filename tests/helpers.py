@@ -30,7 +30,7 @@ resources: {cpus_per_trial: 1, max_concurrent_trials: 1}
 def print_views() -> Path:
     """Every analysis view's SQL in one file, as ``sweep sql --print-views > views.sql`` writes it for
     ``duckdb -init views.sql`` (written once per test process, under the system's temporary folder)."""
-    from sweep.views import views_text
+    from sweep.analysis.views import views_text
 
     path = Path(tempfile.gettempdir()) / f"sweep-views-{os.getpid()}.sql"
     path.write_text(views_text())
@@ -57,7 +57,7 @@ def running_local_ray() -> Iterator[None]:
 
 def query(results: Path, sql: str, tolerance: float | None = None) -> list[dict]:
     """``sql`` over a results folder (as ``sweep sql`` runs it), each row a dict by column."""
-    from sweep.sql import run_query
+    from sweep.analysis.sql import run_query
 
     columns, rows = run_query(results, sql, tolerance=tolerance)
     return [dict(zip(columns, row, strict=True)) for row in rows]
@@ -123,7 +123,7 @@ def run_smoke_profile(space: str, results: Path) -> list[dict]:
     return query(results, "SELECT * FROM trials ORDER BY family, depth, num_heads")
 
 
-# What Ray, Tune and Optuna print on their own; a sweep shows it only with --verbose (sweep.tuner.configure_output).
+# What Ray, Tune and Optuna print on their own; a sweep shows it only with --verbose (sweep.run.tuner.configure_output).
 RAY_TUNE_OPTUNA_NOISE = ("Configuration for experiment", "View detailed results here",
                          "Token authentication is enabled", "A new study created", "Trial status:")  # fmt: skip
 
@@ -152,7 +152,7 @@ def assert_tables_agree(results) -> None:
     """Across the three tables a sweep wrote: each trial's ``kappa_mean`` is the mean over layers of its
     ``kappa`` rows at its last epoch, and the same as its last ``epochs`` row's; its token rates are its
     sample rates × seq_len (for token sequences)."""
-    from sweep.sql import run_query
+    from sweep.analysis.sql import run_query
 
     _, rows = run_query(
         results,

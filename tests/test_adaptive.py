@@ -2,8 +2,8 @@
 get seeds in (nearest an edge first), the baseline kept level, the budget, the seeds chosen, and the dry run
 through the CLI, on planted rows whose verdicts are known (the fixture planted_adaptive, tests/conftest.py)."""
 
-from sweep.adaptive import next_round, open_verdicts
 from sweep.cli import main
+from sweep.run.adaptive import next_round, open_verdicts
 
 
 def shapes(items):

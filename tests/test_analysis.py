@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sweep.analysis.report import write_report
 from sweep.cli import main
-from sweep.importer import ImportRejected, import_file
-from sweep.report import write_report
+from sweep.results.importer import ImportRejected, import_file
 from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
 
 
@@ -87,7 +87,7 @@ def test_tolerance_is_a_setting(planted):
 
 
 def test_a_space_carries_its_own_tolerance(planted):
-    from sweep.sink import record_space
+    from sweep.results.sink import record_space
 
     record_space(planted, "plant", "later", None, "q", "top1", "max", 20.0)
     assert query(planted, "SELECT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4") == [
@@ -181,7 +181,7 @@ def test_report_renders_and_states_the_answer(planted, tmp_path):
 def test_report_without_a_question_states_the_one_its_latest_sweep_recorded(planted, tmp_path):
     """`sweep report` reads the question from the results (the sweeps' `spaces` rows), not from the space file,
     whose loading would import torch."""
-    from sweep.sink import record_space
+    from sweep.results.sink import record_space
 
     record_space(planted, "plant", "later-sweep", None, "Where, recorded, does it break?")
     assert main(["report", "plant", "--results", str(planted), "--out", str(tmp_path / "report")]) == 0
@@ -226,7 +226,7 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
 
     import pyarrow.parquet as pq
 
-    from sweep.schema import table_from_rows
+    from sweep.results.schema import table_from_rows
 
     def write(sweep, seed, score, finished_hour, status="ok"):
         row = {"schema_version": 2, "space": "dup", "sweep_id": sweep, "trial_id": f"{sweep}-{seed}",

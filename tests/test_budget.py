@@ -12,13 +12,13 @@ import torch
 from scipy import stats
 from timm.models.vision_transformer import VisionTransformer
 
+from sweep.analysis.report import write_report
 from sweep.cli import main
 from sweep.errors import SpaceError
-from sweep.importer import import_file
-from sweep.plan import make_plan
+from sweep.plan.plan import make_plan
 from sweep.questions.budget import nearest_step
-from sweep.report import write_report
-from sweep.space_loader import load_space
+from sweep.results.importer import import_file
+from sweep.space.loader import load_space
 from tests.helpers import query, write_csv
 
 # digits: 8×8 pixels, 1 channel, 10 classes; patch 2 → 16 patches + the class token

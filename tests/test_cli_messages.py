@@ -30,7 +30,7 @@ def bad_inputs(tmp_path):
     space = tmp_path / "hub_stories.yaml"
     space.write_text(HUB_STORIES_MISSING_TOKENIZER)
     results = tmp_path / "results"
-    from sweep.importer import import_file
+    from sweep.results.importer import import_file
 
     import_file(write_csv(tmp_path / "one.csv", [trial_row("one", 4, 4, 0, 90.0)]), results)
     return {
@@ -104,7 +104,7 @@ def test_every_argument_of_every_command_has_help():
 def test_sql_help_lists_every_analysis_view(capsys):
     import re
 
-    from sweep.views import views_text
+    from sweep.analysis.views import views_text
 
     created = set(re.findall(r"CREATE OR REPLACE VIEW (\w+)", views_text()))
     created -= {"trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files"}

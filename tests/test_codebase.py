@@ -108,7 +108,7 @@ def test_the_analysis_commands_and_open_results_load_no_model_library_nor_ray(tm
     torch (seconds of start-up for every query) or Ray."""
     import json
 
-    from sweep.importer import import_file
+    from sweep.results.importer import import_file
     from tests.helpers import PLANTED_MEANS, planted_rows, write_csv
 
     results = tmp_path / "results"
@@ -144,7 +144,7 @@ def test_no_code_outside_a_data_sets_module_branches_on_its_name():
     decide by a data set's name (``if data.name == "mqar"``, a table keyed by names)."""
     from workers.data.registry import DATA_SET_NAMES
 
-    # sweep/identity.py names the ListOps options field `listops` of the flat layout config ids were hashed from
+    # sweep/plan/identity.py names the ListOps options field `listops` of the flat layout config ids were hashed from
     outside = [
         p
         for p in (*(ROOT / "sweep").rglob("*.py"), *(ROOT / "workers").rglob("*.py"))

@@ -1,8 +1,8 @@
-"""Compaction (``sweep/compact.py``): each sweep folder's per-trial files merged into one per table, with every
+"""Compaction (``sweep/results/compact.py``): each sweep folder's per-trial files merged into one per table, with every
 row read exactly as before, wherever a compaction stops: before its merged file is in place, after it and
 before the files it replaces are gone, or killed at any moment (a real SIGKILL, repeatedly). Also: the
 lock it shares with sweeps, files of two schema versions in one folder, and the analysis views created one
-query at a time (``sweep/sql.py``'s ``Views``) giving what all of them created at once gives."""
+query at a time (``sweep/analysis/sql.py``'s ``Views``) giving what all of them created at once gives."""
 
 import math
 import os
@@ -17,16 +17,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import sweep.compact
-import sweep.storage
+import sweep.results.compact
+import sweep.results.storage
+from sweep.analysis.sql import connect, connect_lazily, run_query
 from sweep.cli import main
-from sweep.compact import COMPACTED_PREFIX, compact, compact_space
 from sweep.errors import ResultsError
-from sweep.importer import import_file
-from sweep.schema import TABLES
-from sweep.sink import ParquetSink
-from sweep.sql import connect, connect_lazily, run_query
-from sweep.storage import sweep_lock
+from sweep.results.compact import COMPACTED_PREFIX, compact, compact_space
+from sweep.results.importer import import_file
+from sweep.results.schema import TABLES
+from sweep.results.sink import ParquetSink
+from sweep.results.storage import sweep_lock
 from tests.helpers import PLANTED_MEANS, SWEEP, planted_rows, write_csv
 from tests.test_sink_and_sql import fake_trial, record
 
@@ -112,7 +112,7 @@ def test_stopped_before_the_merged_file_is_in_place_nothing_changes(results, mon
     def disk_full(source, target):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sweep.storage.os, "replace", disk_full)
+    monkeypatch.setattr(sweep.results.storage.os, "replace", disk_full)
     with pytest.raises(ResultsError, match="No row is lost or counted twice: run `sweep compact` again"):
         compact_space(results, "unit")
     monkeypatch.undo()
@@ -127,7 +127,7 @@ class Killed(BaseException):
 def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(results, monkeypatch, capsys):
     before = snapshot(results)
     deleted = []
-    real_delete = sweep.compact.Folder.delete
+    real_delete = sweep.results.compact.Folder.delete
 
     def die_after_two(self, path):
         if len(deleted) == 2:
@@ -135,7 +135,7 @@ def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(resu
         real_delete(self, path)
         deleted.append(path)
 
-    monkeypatch.setattr(sweep.compact.Folder, "delete", die_after_two)
+    monkeypatch.setattr(sweep.results.compact.Folder, "delete", die_after_two)
     with pytest.raises(Killed):
         compact_space(results, "unit")
     monkeypatch.undo()
@@ -166,7 +166,7 @@ def test_a_compacted_folder_that_gets_more_files_is_compacted_again_into_one(res
     def die(self, path):
         raise Killed
 
-    monkeypatch.setattr(sweep.compact.Folder, "delete", die)
+    monkeypatch.setattr(sweep.results.compact.Folder, "delete", die)
     with pytest.raises(Killed):  # the second merge is in place; neither the first nor `late` is deleted yet
         compact_space(results, "unit")
     monkeypatch.undo()

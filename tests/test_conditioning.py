@@ -263,8 +263,8 @@ KAPPA_APART = {(1, 1, "kappa_penalty"): (60.0, 1e4), (1, 1, "preconditioned"): (
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    from sweep.importer import import_file
-    from sweep.sql import connect
+    from sweep.analysis.sql import connect
+    from sweep.results.importer import import_file
     from tests.helpers import write_csv
 
     folder = tmp_path_factory.mktemp("planted")
@@ -288,7 +288,7 @@ def welch(a, b):
 
 
 def view_rows(con, view, space="cond"):
-    from sweep.report.data import query
+    from sweep.analysis.report.data import query
 
     return {r["conditioning"]: r for r in query(con, f"FROM {view} WHERE space = ? AND depth = 1", space)}
 
@@ -332,8 +332,8 @@ def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
 
 
 def conditioning_report(con, space="cond"):
+    from sweep.analysis.report.headline import Headline
     from sweep.questions.conditioning import conditioning_section
-    from sweep.report.headline import Headline
 
     return conditioning_section(con, space, Headline("top1", "max", 0.5))
 

@@ -155,7 +155,7 @@ def test_classifier_copies_the_encoder_and_leaves_the_pretrained_model_alone():
 
 
 def test_every_glue_task_has_a_trials_column():
-    from sweep.schema import GLUE_TASK_NAMES, TRIALS
+    from sweep.results.schema import GLUE_TASK_NAMES, TRIALS
     from workers.data.glue import GLUE_TASKS
 
     assert set(GLUE_TASK_NAMES) == set(GLUE_TASKS)
@@ -197,8 +197,8 @@ def test_pretraining_then_fine_tuning_learns_the_generated_task():
 
 @pytest.mark.parametrize("profile", ["paper", "breaks", "smoke"])
 def test_every_profile_validates_and_plans(profile):
-    from sweep.plan import make_plan
-    from sweep.space_loader import load_space
+    from sweep.plan.plan import make_plan
+    from sweep.space.loader import load_space
 
     plan = make_plan(*load_space("crammed_bert", profile))
     assert plan.configs and sum(c.is_baseline for c in plan.configs) == 1
@@ -223,7 +223,7 @@ def test_plan_prints_the_published_counts(capsys):
 def test_smoke_profile_runs_through_the_cli(tmp_path):
     """`make sweep SPACE=crammed_bert PROFILE=smoke` as users run it: ok rows with the GLUE average as score,
     the task's own column, κ and throughput; the plan's parameter count is the trained model's."""
-    from sweep.sql import run_query
+    from sweep.analysis.sql import run_query
 
     results = tmp_path / "results"
     trials = run_smoke_profile("crammed_bert", results)

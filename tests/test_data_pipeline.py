@@ -11,12 +11,12 @@ import torch
 from PIL import Image
 from torch import nn
 
+from sweep.analysis.report.data import data_wait_fractions
+from sweep.analysis.report.sections import loader_bound_section
 from sweep.cli import build_parser, load_plan
-from sweep.plan import trial_payload
-from sweep.report.data import data_wait_fractions
-from sweep.report.sections import loader_bound_section
-from sweep.schema import TRIALS
-from sweep.sink import RECORD_COLUMNS
+from sweep.plan.plan import trial_payload
+from sweep.results.schema import TRIALS
+from sweep.results.sink import RECORD_COLUMNS
 from workers.config import TrainSpec
 from workers.data.imagefolder import FolderBatches
 from workers.data.loading import LOADER_PREFETCH_BATCHES, EpochSeededSampler, SeededSamples, loader_settings

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.space_loader import load_space
-from sweep.sql import run_query
+from sweep.analysis.sql import run_query
+from sweep.space.loader import load_space
 from tests.helpers import TINY_SPACE_BODY
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from sweep.analysis.sql import run_query
 from sweep.errors import SpaceError
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
-from sweep.tuner import run_sweep, trial_resources
+from sweep.plan.plan import make_plan
+from sweep.run.tuner import run_sweep, trial_resources
+from sweep.space.loader import load_space
 from workers.data.batches import TensorBatches
 from workers.data.registry import data_spec
 from workers.data.splits import ArraySplits

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.importer import import_file
-from sweep.report import write_report
+from sweep.analysis.report import write_report
+from sweep.results.importer import import_file
 from tests.helpers import PLANTED_MEANS, planted_rows, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ import statistics
 import pytest
 import torch
 
-from sweep.plan import compare_published, make_plan, measure_shape
-from sweep.space_loader import load_space, shipped_spaces
+from sweep.plan.plan import compare_published, make_plan, measure_shape
+from sweep.space.loader import load_space, shipped_spaces
 from workers.config import ModelSpec
 from workers.models import (
     FAMILIES,

@@ -10,11 +10,11 @@ import pytest
 import ray
 from ray import tune
 
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
-from sweep.tuner import run_sweep
+from sweep.plan.plan import make_plan
+from sweep.run.tuner import run_sweep
+from sweep.space.loader import load_space
 from tests.helpers import SWEEP, running_local_ray
 
 # Every test here runs whole sweeps (slow). Those that kill drivers, workers or Ray nodes are `serial`: run

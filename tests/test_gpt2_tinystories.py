@@ -7,11 +7,11 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.importer import import_file
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
+from sweep.plan.plan import make_plan
+from sweep.results.importer import import_file
+from sweep.space.loader import load_space
 from tests.helpers import assert_tables_agree, run_smoke_profile, trial_row, write_csv
 from workers.data.registry import data_spec
 

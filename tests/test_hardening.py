@@ -29,10 +29,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
+from sweep.plan.plan import make_plan
+from sweep.space.loader import load_space
 from tests.helpers import write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,12 +181,12 @@ def test_rows_of_a_shipped_space_get_its_baseline_marked(tmp_path, space, column
 
 
 def test_a_folder_that_cannot_take_the_files_keeps_none_of_them(base_results, tmp_path, monkeypatch):
-    import sweep.importer
+    import sweep.results.importer
 
     results = tmp_path / "results"
     shutil.copytree(base_results, results)
     before = snapshot(results)
-    calls, real_write = [], sweep.importer.write_atomic
+    calls, real_write = [], sweep.results.importer.write_atomic
 
     def full_disk(table, path):  # the disk fills up at the second space's epochs file
         calls.append(path)
@@ -194,7 +194,7 @@ def test_a_folder_that_cannot_take_the_files_keeps_none_of_them(base_results, tm
             raise OSError(28, "No space left on device")
         real_write(table, path)
 
-    monkeypatch.setattr(sweep.importer, "write_atomic", full_disk)
+    monkeypatch.setattr(sweep.results.importer, "write_atomic", full_disk)
     rows = [{**GOOD, "space": space, "seed": "3"} for space in ("fuzz", "other")]
     code, _, err = call(["import", str(write_csv(tmp_path / "two.csv", rows)), "--results", str(results)])
     assert code == 1 and "No space left on device; nothing was imported" in err
@@ -523,7 +523,7 @@ class Counters:
 
 
 def test_plain_turns_a_state_into_what_weights_only_loads(tmp_path):
-    from sweep.tuner import CHECKPOINT_FILE, load_checkpoint, plain, save_checkpoint
+    from sweep.run.tuner import CHECKPOINT_FILE, load_checkpoint, plain, save_checkpoint
 
     state = {
         "version": torch.__version__,  # a str subclass
@@ -552,7 +552,7 @@ def test_plain_turns_a_state_into_what_weights_only_loads(tmp_path):
 
 
 def test_a_trial_resumes_from_a_weights_only_checkpoint(tiny_vit_config, tmp_path):
-    from sweep.tuner import load_checkpoint, save_checkpoint
+    from sweep.run.tuner import load_checkpoint, save_checkpoint
     from workers.trial import run_trial
 
     config = json.loads(json.dumps(tiny_vit_config))

@@ -1,11 +1,11 @@
 """Config ids are the identity of an experiment across sweeps, reruns and machines: the rule is
-``sweep/identity.py``, tested here. ``tests/fixtures/plan_ids.json`` pins every shipped space × profile's ids,
+``sweep/plan/identity.py``, tested here. ``tests/fixtures/plan_ids.json`` pins every shipped space × profile's ids,
 parameter counts and FLOPs as planned before the data sets became a registry; tests/test_spaces.py, which
 plans every profile anyway, checks each against it."""
 
 import pytest
 
-from sweep.identity import config_id
+from sweep.plan.identity import config_id
 from workers.config import ProbeSpec, TrainSpec
 from workers.data.registry import data_spec
 

@@ -181,7 +181,7 @@ def test_a_small_gpt2_on_mqar_gets_below_the_uniform_loss():
 @pytest.mark.slow
 def test_mqar_smoke_profile_runs_through_the_cli(tmp_path):
     """The embedded language-model space as users run it: `sweep run`, then the analysis on accuracy."""
-    from sweep.sql import run_query
+    from sweep.analysis.sql import run_query
 
     results = tmp_path / "results"
     trials = run_smoke_profile("mqar_recall", results)

@@ -11,7 +11,7 @@ import torch
 from pydantic import ValidationError
 
 from sweep.errors import SpaceError
-from sweep.space_loader import load_space
+from sweep.space.loader import load_space
 from tests.helpers import TRAIN_STORIES, VAL_STORIES, WORDS, write_text_layout
 from workers.data import tinystories
 from workers.data.base import DataNotFoundError

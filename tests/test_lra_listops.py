@@ -6,8 +6,8 @@ import json
 import pytest
 
 from sweep.cli import main
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
+from sweep.plan.plan import make_plan
+from sweep.space.loader import load_space
 from tests.helpers import query, run_smoke_profile
 
 

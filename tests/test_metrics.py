@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sweep.analysis.report import write_report
 from sweep.cli import main
-from sweep.importer import ImportRejected, import_file
-from sweep.plan import Shape
-from sweep.report import write_report
-from sweep.rerun import select_configs
-from sweep.schema import SCHEMAS
-from sweep.sink import ParquetSink, record_space
-from sweep.space import SPACES_DIR_ENV
+from sweep.plan.plan import Shape
+from sweep.results.importer import ImportRejected, import_file
+from sweep.results.schema import SCHEMAS
+from sweep.results.sink import ParquetSink, record_space
+from sweep.run.rerun import select_configs
+from sweep.space.model import SPACES_DIR_ENV
 from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
 
 
@@ -361,7 +361,7 @@ def test_pruned_trial_scores_from_its_last_epoch(tmp_path):
 
 
 def test_each_epoch_reports_every_held_out_metric_under_its_record_name():
-    from sweep.tuner import epoch_metrics
+    from sweep.run.tuner import epoch_metrics
 
     vision = {"epoch": 1, "val_top1": 90.0, "val_top5": 99.0, "val_loss": 0.3, "kappa_mean": None, "lr": 1e-3}
     assert epoch_metrics(vision) == {"top1": 90.0, "top5": 99.0, "val_loss": 0.3}

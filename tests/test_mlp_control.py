@@ -13,17 +13,17 @@ import pytest
 import torch
 from scipy import stats
 
+from sweep.analysis.report import write_report
+from sweep.analysis.report.data import query as report_query
+from sweep.analysis.report.headline import Headline
+from sweep.analysis.sql import connect
 from sweep.cli import main
 from sweep.errors import SpaceError
-from sweep.importer import import_file
-from sweep.plan import compare_published, make_plan
+from sweep.plan.plan import compare_published, make_plan
 from sweep.questions.controls import control_rows, control_section
-from sweep.report import write_report
-from sweep.report.headline import Headline
-from sweep.report.data import query as report_query
-from sweep.sink import TrialRows
-from sweep.space_loader import load_space
-from sweep.sql import connect
+from sweep.results.importer import import_file
+from sweep.results.sink import TrialRows
+from sweep.space.loader import load_space
 from tests.fixtures.pin_plan_ids import PINNED
 from tests.helpers import TINY_SPACE_BODY, query, trial_row, write_csv
 
@@ -298,7 +298,7 @@ def test_report_is_honest_about_single_seeds(tmp_path):
 
 
 def test_the_view_is_listed_and_documented():
-    from sweep.views import analysis_views
+    from sweep.analysis.views import analysis_views
     from tests.helpers import VIEWS
 
     sql = VIEWS.read_text()

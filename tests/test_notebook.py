@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from sweep import open_results
+from sweep.analysis.sql import run_query
 from sweep.errors import QueryError, ResultsError
-from sweep.importer import import_file
-from sweep.sql import run_query
+from sweep.results.importer import import_file
 from tests.helpers import PLANTED_MEANS, planted_rows, write_csv
 
 

@@ -19,16 +19,16 @@ import pyarrow.fs as pafs
 import pytest
 import ray
 
-import sweep.compact
-import sweep.storage
-import sweep.tuner
+import sweep.results.compact
+import sweep.results.storage
+import sweep.run.tuner
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.compact import COMPACTED_PREFIX, compact_space
 from sweep.errors import SweepLocked
-from sweep.rerun import sweep_lock
-from sweep.sink import ParquetSink
-from sweep.sql import run_query
-from sweep.storage import LockHeld, ObjectStore, hold_lock, lock_key
+from sweep.results.compact import COMPACTED_PREFIX, compact_space
+from sweep.results.sink import ParquetSink
+from sweep.results.storage import LockHeld, ObjectStore, hold_lock, lock_key
+from sweep.run.rerun import sweep_lock
 from tests.test_faults import KillWorkerOnce
 from tests.test_sink_and_sql import epoch_result, fake_trial, record
 
@@ -146,7 +146,7 @@ def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_ha
     def killed(self, path):
         raise Killed
 
-    monkeypatch.setattr(sweep.compact.Prefix, "delete", killed)
+    monkeypatch.setattr(sweep.results.compact.Prefix, "delete", killed)
     with pytest.raises(Killed):
         compact_space(store, "unit")
     monkeypatch.undo()
@@ -169,8 +169,8 @@ def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_ha
 def lock_requests(request, monkeypatch):
     """Each way the lock talks to the store: S3's conditional requests, and the check-then-write that GCS gets
     (run here against the same S3 server through pyarrow)."""
-    kind = getattr(sweep.storage, request.param)
-    monkeypatch.setattr(sweep.storage, "objects_for", kind)
+    kind = getattr(sweep.results.storage, request.param)
+    monkeypatch.setattr(sweep.results.storage, "objects_for", kind)
     return kind
 
 
@@ -276,7 +276,9 @@ def test_a_sweep_killed_mid_way_resumes_against_the_bucket_nothing_lost_nothing_
     assert 1 <= len(partial) < 4, partial
     assert any(n.startswith(".locks/") for n in objects(prefix))  # the killed driver's lock is left behind
     killer = KillWorkerOnce()
-    monkeypatch.setattr(sweep.tuner, "run_sweep", functools.partial(sweep.tuner.run_sweep, extra_callbacks=[killer]))
+    monkeypatch.setattr(
+        sweep.run.tuner, "run_sweep", functools.partial(sweep.run.tuner.run_sweep, extra_callbacks=[killer])
+    )
     assert main(["run", str(path), "--results", prefix, "--quiet"]) == 0
     assert f"{len(partial)} of 4 trials already recorded" in capsys.readouterr().err
     rows = sql(prefix, "SELECT trial_id, config_id, seed, status, epochs_run, restarts FROM trials", capsys)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep.importer import import_file
-from sweep.space import SPACES_DIR_ENV
-from sweep.space_loader import shipped_spaces
+from sweep.results.importer import import_file
+from sweep.space.loader import shipped_spaces
+from sweep.space.model import SPACES_DIR_ENV
 from tests.helpers import planted_rows, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,12 +28,12 @@ SHIPPED_COUNT = len(list((REPO / "search_spaces").glob("*.yaml")))
 PROBE = """
 import json, sys
 from sweep.cli import main
-import sweep.space_loader, sweep.sql, sweep.views
+import sweep.space.loader, sweep.analysis.sql, sweep.analysis.views
 plan_rc = main(["plan", "local_digits", "--format", "json"])
 sql_rc = main(["sql", "FROM depth_edge ORDER BY num_heads", "--results", sys.argv[1], "--format", "json"])
-spaces = {k: str(v) for k, v in sweep.space_loader.shipped_spaces().items()}
-found = {"plan_rc": plan_rc, "sql_rc": sql_rc, "sweep": sweep.space_loader.__file__,
-         "spaces": spaces, "views": str(sweep.views.VIEWS_DIR)}
+spaces = {k: str(v) for k, v in sweep.space.loader.shipped_spaces().items()}
+found = {"plan_rc": plan_rc, "sql_rc": sql_rc, "sweep": sweep.space.loader.__file__,
+         "spaces": spaces, "views": str(sweep.analysis.views.VIEWS_DIR)}
 print("@@" + json.dumps(found))
 """
 
@@ -103,7 +103,7 @@ def test_wheel_plans_and_queries_from_another_folder(wheel_target, tmp_path):
 
 def test_editable_install_finds_the_shipped_data_from_another_folder(tmp_path):
     """The development install (``pip install -e``) maps ``search_spaces`` and ``sweep`` to the checkout, so
-    the lookups :mod:`sweep.space` and :mod:`sweep.sql` make work from any folder. (Asked of the import
+    the lookups :mod:`sweep.space.model` and :mod:`sweep.analysis.sql` make work from any folder. (Asked of the import
     system directly: importing the CLI costs seconds, and the wheel test above already runs it.)"""
     code = (
         "import importlib.resources, importlib.util; "

@@ -3,8 +3,8 @@
 import io
 from types import SimpleNamespace
 
-import sweep.progress as progress_module
-from sweep.progress import ProgressLine, format_seconds
+import sweep.run.progress as progress_module
+from sweep.run.progress import ProgressLine, format_seconds
 
 
 def test_progress_counts_running_done_failed_and_eta():

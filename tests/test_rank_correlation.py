@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata, spearmanr
 
-from sweep.report.sections import spearman
+from sweep.analysis.report.sections import spearman
 from workers.data.glue import spearman_pct
 from workers.rank_correlation import average_ranks, spearman_rho
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from sweep.adaptive import MAX_EXPECTED_SEEDS, expected_budget
-from sweep.importer import import_file
-from sweep.report import write_report
+from sweep.analysis.report import write_report
+from sweep.results.importer import import_file
+from sweep.run.adaptive import MAX_EXPECTED_SEEDS, expected_budget
 from tests.helpers import query, trial_row, write_csv
 
 
@@ -180,8 +180,8 @@ def test_each_data_set_states_its_chance_level():
 
 
 def test_every_trial_of_a_plan_carries_its_chance_level():
-    from sweep.plan import make_plan, trial_payload
-    from sweep.space_loader import load_space
+    from sweep.plan.plan import make_plan, trial_payload
+    from sweep.space.loader import load_space
 
     for space, profile, chance in (("mqar_recall", "cpu", 50.0), ("local_digits", "quick", 10.0)):
         name, loaded, profile = load_space(space, profile)

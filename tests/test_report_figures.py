@@ -8,8 +8,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from sweep.importer import import_file
-from sweep.report import KAPPA_RANK_DEFICIENT, label_points, markdown_table, overlaps, write_report
+from sweep.analysis.report import KAPPA_RANK_DEFICIENT, label_points, markdown_table, overlaps, write_report
+from sweep.results.importer import import_file
 from tests.helpers import PLANTED_MEANS, trial_row, write_csv
 
 RANK_DEFICIENT_KAPPA = 3.2e15  # what a numerically rank-deficient block's κ looks like in a row
@@ -50,15 +50,15 @@ def test_kappa_beyond_float64_precision_is_named_in_the_tables():
 
 
 def test_kappa_beyond_float64_precision_is_named_on_the_figure(monkeypatch, tmp_path):
-    import sweep.report.figures
+    import sweep.analysis.report.figures
 
     drawn = []
-    monkeypatch.setattr(sweep.report.figures, "save_figure", lambda fig, path: drawn.append(fig))
+    monkeypatch.setattr(sweep.analysis.report.figures, "save_figure", lambda fig, path: drawn.append(fig))
     rows = [{"layer": None, "attention": None, "family": "vit", "depth": 2, "num_heads": heads, "num_kv_heads": heads,
              "head_dim": 64 // heads, "attn_dim": 64, "embed_dim": 64, "kappa_median": kappa}
             for heads, kappa in ((1, 40.0), (4, 900.0), (16, RANK_DEFICIENT_KAPPA))]  # fmt: skip
-    sweep.report.figures.plot_kappa(rows, tmp_path / "k.png")
-    sweep.report.figures.plot_kappa(rows[:2], tmp_path / "k2.png")
+    sweep.analysis.report.figures.plot_kappa(rows, tmp_path / "k.png")
+    sweep.analysis.report.figures.plot_kappa(rows[:2], tmp_path / "k2.png")
     named = [[t.get_text() for ax in fig.axes for t in ax.texts] for fig in drawn]
     assert all("rank-deficient" in text for text in named[0]) and len(named[0]) == 2  # on both panels
     assert named[1] == []  # measurable κ only: no such words

@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from sweep.analysis.report.html import FIGURE_IDS, front_on
+from sweep.analysis.sql import connect
 from sweep.cli import main
-from sweep.importer import import_file
-from sweep.report.html import FIGURE_IDS, front_on
-from sweep.schema import SCHEMA_VERSION, table_from_rows
-from sweep.sql import connect
+from sweep.results.importer import import_file
+from sweep.results.schema import SCHEMA_VERSION, table_from_rows
 from tests.test_analysis import PLANTED_MEANS, trial_row, write_csv
 
 CHROMIUM = Path("/usr/bin/chromium")

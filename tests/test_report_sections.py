@@ -1,4 +1,4 @@
-"""sweep/report/sections.py: the shared sections are functions of the gathered rows (a ReportData built by
+"""sweep/analysis/report/sections.py: the shared sections are functions of the gathered rows (a ReportData built by
 hand here, no DuckDB), checked against numbers worked out independently."""
 
 from __future__ import annotations
@@ -8,9 +8,14 @@ import math
 import pytest
 from scipy.stats import spearmanr
 
-from sweep.report.data import ReportData
-from sweep.report.headline import Headline
-from sweep.report.sections import kappa_over_training, kappa_training_section, loader_bound_section, theory_section
+from sweep.analysis.report.data import ReportData
+from sweep.analysis.report.headline import Headline
+from sweep.analysis.report.sections import (
+    kappa_over_training,
+    kappa_training_section,
+    loader_bound_section,
+    theory_section,
+)
 
 TOP1 = Headline("top1", "max", 0.5)
 

@@ -4,7 +4,7 @@ worked out by hand here (the planted space of tests/test_adaptive.py: tests/conf
 import pytest
 
 from sweep.errors import SweepError
-from sweep.rerun import select_configs
+from sweep.run.rerun import select_configs
 
 
 def chosen(plan, results, how, top_k=None):

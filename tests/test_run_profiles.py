@@ -13,13 +13,13 @@ import ray
 import ray.cloudpickle
 from ray import tune
 
-import sweep.rerun
-import sweep.tuner
-import sweep.validation
+import sweep.run.rerun
+import sweep.run.tuner
+import sweep.space.validation
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.rerun import SearchRecord
-from sweep.space_loader import load_space, shipped_spaces
-from sweep.sql import run_query
+from sweep.run.rerun import SearchRecord
+from sweep.space.loader import load_space, shipped_spaces
 from tests.helpers import TINY_SPACE_BODY
 
 
@@ -44,11 +44,11 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
     ``Tuner.fit`` is replaced by a no-op: what is checked is everything before it. Each results folder is
     new, so the resume checks are answered directly (they would list each folder and bind the trials view,
     63 times; the trial runs below go through them)."""
-    monkeypatch.setattr(sweep.validation, "check_data", lambda space, ref: None)
-    # cmd_run and run_search import these from sweep.rerun when they run: patched there
-    monkeypatch.setattr(sweep.rerun, "recorded_pairs", lambda results, space: set())
-    monkeypatch.setattr(sweep.rerun, "search_record", lambda results, plan: SearchRecord(plan.seeds[0]))
-    monkeypatch.setattr(sweep.tuner, "load_arrays", lambda spec: None)
+    monkeypatch.setattr(sweep.space.validation, "check_data", lambda space, ref: None)
+    # cmd_run and run_search import these from sweep.run.rerun when they run: patched there
+    monkeypatch.setattr(sweep.run.rerun, "recorded_pairs", lambda results, space: set())
+    monkeypatch.setattr(sweep.run.rerun, "search_record", lambda results, plan: SearchRecord(plan.seeds[0]))
+    monkeypatch.setattr(sweep.run.tuner, "load_arrays", lambda spec: None)
     monkeypatch.setattr(tune.Tuner, "fit", lambda self: None)
     checked = {}
     for name, profile in every_profile():

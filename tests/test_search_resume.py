@@ -1,4 +1,4 @@
-"""Optuna searches that resume instead of repeating (sweep/search.py, sweep/rerun.py's SearchRecord): the
+"""Optuna searches that resume instead of repeating (sweep/run/search.py, sweep/run/rerun.py's SearchRecord): the
 record read from the rows, the study warm-started from it, suggestions of recorded (config, seed) pairs
 answered from the record and never trained, the budget counted in trained trials; then `sweep run` twice on
 an NSGA-II profile, as users run it. Grids: adding seeds, axis values or a profile runs only the new cells."""
@@ -13,14 +13,14 @@ import pytest
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
-import sweep.tuner
+import sweep.run.tuner
 from sweep.cli import main
-from sweep.importer import import_file
-from sweep.plan import make_plan
-from sweep.rerun import search_record
-from sweep.search import DefineByRun, make_searcher
-from sweep.space import SPACES_DIR_ENV
-from sweep.space_loader import load_space
+from sweep.plan.plan import make_plan
+from sweep.results.importer import import_file
+from sweep.run.rerun import search_record
+from sweep.run.search import DefineByRun, make_searcher
+from sweep.space.loader import load_space
+from sweep.space.model import SPACES_DIR_ENV
 from tests.helpers import TINY_SPACE_BODY, query, trial_row, write_csv
 
 # Six configs (depth 1, 2, 4 × 1 or 4 heads); the search trains seed 0 of each config it suggests.
@@ -209,13 +209,13 @@ def test_sweep_run_twice_resumes_the_study_and_trains_no_pair_twice(tmp_path, lo
     path.write_text(TINY_SEARCH)
     results = tmp_path / "results"
     outcomes = []
-    real_run_sweep = sweep.tuner.run_sweep
+    real_run_sweep = sweep.run.tuner.run_sweep
 
     def keep(*args, **kwargs):  # the CLI's run_sweep, its outcome (and so its study) kept
         outcomes.append(real_run_sweep(*args, **kwargs))
         return outcomes[-1]
 
-    monkeypatch.setattr(sweep.tuner, "run_sweep", keep)
+    monkeypatch.setattr(sweep.run.tuner, "run_sweep", keep)
     run = ["run", str(path), "--profile", "nsga2", "--results", str(results), "--quiet"]
 
     assert main(run) == 0  # the budget: three trials

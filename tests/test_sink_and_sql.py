@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 
+from sweep.analysis.sql import render, run_query
 from sweep.cli import main
 from sweep.errors import QueryError, ResultsError
-from sweep.schema import SCHEMA_VERSION, SCHEMAS
-from sweep.sink import ParquetSink
-from sweep.sql import render, run_query
+from sweep.results.schema import SCHEMA_VERSION, SCHEMAS
+from sweep.results.sink import ParquetSink
 
 
 def payload(seed=0, depth=2):
@@ -105,7 +105,7 @@ def test_failed_record_keeps_its_status(tmp_path):
 
 def test_full_results_folder_is_a_clear_error_and_keeps_what_was_written(tmp_path, monkeypatch):
     """The sink (Tune calls it on the driver) fails loudly when the disk is full; earlier rows stay."""
-    import sweep.sink
+    import sweep.results.sink
 
     results = tmp_path / "results"
     sink = ParquetSink(results, "s")
@@ -117,7 +117,7 @@ def test_full_results_folder_is_a_clear_error_and_keeps_what_was_written(tmp_pat
     def disk_full(table, target):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sweep.sink, "write_atomic", disk_full)
+    monkeypatch.setattr(sweep.results.sink, "write_atomic", disk_full)
     sink.on_trial_result(0, [], second, {"record": record()})
     with pytest.raises(ResultsError, match=r"No space left on device.*Rows already written are intact"):
         sink.on_trial_complete(0, [], second)

@@ -7,8 +7,8 @@ import pytest
 
 from sweep.cli import main
 from sweep.errors import SpaceError, UnknownSpaceError
-from sweep.plan import make_plan
-from sweep.space_loader import load_space, shipped_spaces
+from sweep.plan.plan import make_plan
+from sweep.space.loader import load_space, shipped_spaces
 from tests.fixtures.pin_plan_ids import PINNED as PINNED_PATH
 
 SHIPPED = sorted(shipped_spaces())
@@ -30,7 +30,7 @@ def test_the_pinned_ids_cover_exactly_the_shipped_spaces_and_profiles():
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_space_and_profile_validates_and_plans(name):
     """Each profile plans, and keeps the config ids, parameter counts and FLOPs pinned in
-    tests/fixtures/plan_ids.json (sweep/identity.py states the id rule; tests/test_identity.py tests it)."""
+    tests/fixtures/plan_ids.json (sweep/plan/identity.py states the id rule; tests/test_identity.py tests it)."""
     for profile in all_profiles(name):
         space_name, space, chosen = load_space(name, profile)
         plan = make_plan(space_name, space, chosen)
@@ -354,7 +354,7 @@ def test_every_optuna_profile_survives_the_pickling_tune_does():
     5.x's NSGA-II held a lock that cannot be pickled, which crashed `sweep run local_digits --profile optuna`."""
     import pickle
 
-    from sweep.search import make_searcher
+    from sweep.run.search import make_searcher
 
     checked = []
     for name in SHIPPED:

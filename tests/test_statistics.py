@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
-from sweep.schema import SCHEMAS, table_from_rows
-from sweep.sql import connect
+from sweep.analysis.sql import connect
+from sweep.results.schema import SCHEMAS, table_from_rows
 from tests.helpers import VIEWS, query
 
 DUCKDB_SHELL = Path(sys.executable).parent / "duckdb"
@@ -464,7 +464,7 @@ def test_matched_budget_gain_follows_the_metric_direction(tmp_path):
 
 
 def mix32(x: int) -> int:
-    """Wellons' lowbias32, as sweep/views/macros.sql's mix32."""
+    """Wellons' lowbias32, as sweep/analysis/views/macros.sql's mix32."""
     x ^= x >> 16
     x = (x * 0x7FEB352D) & 0xFFFFFFFF
     x ^= x >> 15

@@ -6,10 +6,10 @@ import json
 import pytest
 from ray import tune
 
-from sweep.plan import make_plan
-from sweep.space_loader import load_space
-from sweep.sql import run_query
-from sweep.tuner import run_sweep
+from sweep.analysis.sql import run_query
+from sweep.plan.plan import make_plan
+from sweep.run.tuner import run_sweep
+from sweep.space.loader import load_space
 
 HUGE_MLP = 2**36  # fc1 of d_model 16 × 2^36 float32 needs 4 TiB: the allocation fails at once (OOM)
 

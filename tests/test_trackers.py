@@ -1,4 +1,4 @@
-"""Experiment trackers through Ray Tune's own callbacks (``sweep/trackers.py``), for real and with no network:
+"""Experiment trackers through Ray Tune's own callbacks (``sweep/run/trackers.py``), for real and with no network:
 a sweep through the CLI logs to MLflow (a SQLite store under tmp_path), TensorBoard event files and W&B in
 offline mode, and what each holds is read back with the tracker's own reader and compared with the Parquet
 rows, the record. Plus the fast paths: a bad ``log:`` is a config error, a missing package one line (exit 2)
@@ -16,13 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import sweep.trackers  # noqa: F401  (imported before a test hides a package: Ray's integrations import them once)
+import sweep.run.trackers  # noqa: F401  (imported before a test hides a package: Ray's integrations import them once)
+from sweep.analysis.sql import run_query
 from sweep.cli import main
-from sweep.plan import make_plan
-from sweep.space import Log, MLflowSettings, TensorBoardSettings
-from sweep.space_loader import load_space
-from sweep.sql import run_query
-from sweep.trackers import MLflowTracker, TensorBoardTracker
+from sweep.plan.plan import make_plan
+from sweep.run.trackers import MLflowTracker, TensorBoardTracker
+from sweep.space.loader import load_space
+from sweep.space.model import Log, MLflowSettings, TensorBoardSettings
 from tests.helpers import running_local_ray
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,7 +194,7 @@ def test_a_tracker_that_fails_is_switched_off_and_the_sweep_goes_on(caplog):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     tracker = MLflowTracker(MLflowSettings(tracking_uri=f"http://127.0.0.1:{port}"), "tracked", "sweep-1")
-    with caplog.at_level(logging.WARNING, logger="sweep.trackers"):
+    with caplog.at_level(logging.WARNING, logger="sweep.run.trackers"):
         tracker.setup(stop=None, num_samples=1, total_num_samples=1)
         tracker.on_trial_result(iteration=1, trials=[], trial=object(), result={})
     assert tracker.off

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sweep.schema import TRIALS
+from sweep.results.schema import TRIALS
 from workers.trial import main, run_trial
 
 NUMBERS_WITH_UNITS = [

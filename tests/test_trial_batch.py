@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from sweep.identity import config_id
+from sweep.plan.identity import config_id
 from workers.data.registry import data_spec
 from workers.trial_batch import gpu_totals, main
 from workers.trial_config import TrialConfig

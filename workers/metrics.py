@@ -4,9 +4,9 @@ commands import it without loading a model library).
 A :class:`Metric` says what the worker emits under its name (``workers/train.py`` ``evaluate``; GLUE's in
 ``workers/finetune.py``), its direction and unit, the bounds a value must lie in, and whether it is scored
 after every evaluation (then the epochs rows carry it as ``val_<name>``, :func:`epoch_key`). Everything else
-is derived from :data:`METRICS`: the trials and epochs columns (``sweep/schema.py``), the sink's epoch
-columns (``sweep/sink.py``), the importer's bounds (``sweep/importer.py``), the metrics Optuna objectives
-and schedulers may use (``sweep/space.py``), and how the report prints a value (``sweep/metrics.py``).
+is derived from :data:`METRICS`: the trials and epochs columns (``sweep/results/schema.py``), the sink's epoch
+columns (``sweep/results/sink.py``), the importer's bounds (``sweep/results/importer.py``), the metrics Optuna
+objectives and schedulers may use (``sweep/space/model.py``), and how the report prints a value (``sweep/metrics.py``).
 Adding a metric is one entry here (and the code in the worker that computes it).
 
 A space names one headline metric (``metric: {name, mode, tolerance}``); every trials row carries that
@@ -50,7 +50,7 @@ class Metric:
 
 
 # The tolerance, in points, of a metric counted in percent or points when neither the space nor the query
-# gives one (sweep/views.sql falls back to the same number; tests/test_metrics.py checks they agree).
+# gives one (sweep/analysis/views/core.sql falls back to the same number; tests/test_metrics.py checks they agree).
 DEFAULT_TOLERANCE = 0.5
 
 METRICS: dict[str, Metric] = {

@@ -1,5 +1,5 @@
 """Spearman's rank correlation, written once for both sides: GLUE's STS-B metric (``workers/data/glue.py``)
-and the report's "does early κ predict the final score?" (``sweep/report``). numpy only, so the analysis
+and the report's "does early κ predict the final score?" (``sweep/analysis/report``). numpy only, so the analysis
 commands that import it load no torch."""
 
 from __future__ import annotations

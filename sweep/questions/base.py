@@ -27,7 +27,7 @@ AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_
 
 
 class Planner(Protocol):
-    """What the plan lends a question while it plans (``sweep/plan.py``'s :class:`~sweep.plan.Planner`).
+    """What the plan lends a question while it plans (``sweep/plan/plan.py``'s :class:`~sweep.plan.plan.Planner`).
 
     ``space``: the validated space; ``shapes`` and ``removed``: the plan's shapes and removed combinations so
     far (a question may replace either list); ``configs``: the measured configs (in ``add_configs`` only);
@@ -59,7 +59,7 @@ class Planner(Protocol):
         """The baseline's shape in ``family`` (default: ``model.family``) among the shapes, or None."""
 
     def planned_config(self, shape, **labels):
-        """``shape`` measured and identified: a :class:`~sweep.plan.PlannedConfig` (``labels``: its fields
+        """``shape`` measured and identified: a :class:`~sweep.plan.plan.PlannedConfig` (``labels``: its fields
         beyond the shape, e.g. ``control``)."""
 
 

@@ -8,10 +8,10 @@ plan crosses it with the others; ``none`` passes nothing to the worker, so older
 
 from __future__ import annotations
 
+from sweep.analysis.report.data import query
+from sweep.analysis.report.headline import Headline
+from sweep.analysis.report.tables import interval_words
 from sweep.questions.base import Question
-from sweep.report.data import query
-from sweep.report.headline import Headline
-from sweep.report.tables import interval_words
 
 # --- the report ---------------------------------------------------------------------------------------------
 

@@ -13,12 +13,12 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
+from sweep.analysis.report.data import query
+from sweep.analysis.report.headline import Headline
+from sweep.analysis.report.shapes import shape_words
+from sweep.analysis.report.tables import interval_words
 from sweep.metrics import format_score
 from sweep.questions.base import AXIS_NAMES, Planner, Question
-from sweep.report.data import query
-from sweep.report.headline import Headline
-from sweep.report.shapes import shape_words
-from sweep.report.tables import interval_words
 from sweep.text import human, plural
 from workers.config import Conditioning, PositiveInt, StrictModel
 from workers.vocabulary import SHAPE_KEYS, did_you_mean
@@ -65,7 +65,7 @@ class PlannedControl:
     label: str
     why: str
     shape: dict  # the axis values the space gives it (the rest are the baseline's)
-    config: Any  # sweep.plan.PlannedConfig
+    config: Any  # sweep.plan.plan.PlannedConfig
     in_grid: bool
 
 

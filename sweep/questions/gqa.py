@@ -12,7 +12,7 @@ from __future__ import annotations
 from sweep.questions.base import Question
 
 # What grouping saves when decoding, beside what it costs: columns the report's verdict table adds for a
-# space with grouped configs (sweep/report.py).
+# space with grouped configs (sweep/analysis/report/write.py).
 DECODING_COLUMNS = ("kv_cache_bytes_per_token", "token_latency_ms")
 
 

@@ -1,5 +1,5 @@
 """What the Gaussian law says about κ of an attention block (Theorem 3.2 and the Marchenko–Pastur edges):
-closed forms, plain arithmetic without torch, so the driver's analysis (``sweep/theory.py``, the report)
+closed forms, plain arithmetic without torch, so the driver's analysis (``sweep/plan/theory.py``, the report)
 reads them without loading a model library. ``workers/probes/kappa.py`` samples the same law.
 """
 

@@ -1,0 +1,33 @@
+"""The analysis views' SQL, as files loaded in order (``sweep/analysis/sql.py`` creates them on demand):
+
+    compat.sql   the tables, every schema version read as the latest (and, for the plain ``duckdb`` shell
+                 only, the tables' globs under ``results/``)
+    macros.sql   statistics: t and F quantiles, Welch's degrees of freedom, verdict words, the gain sign
+    core.sql     the core views: configs, verdicts against the baseline, edges, Pareto, matched budgets, κ
+    then each question's own file beside its module (``sweep/questions/*.sql``), in the registry's order.
+
+``sweep sql --print-views`` prints :func:`views_text`, for ``duckdb -init``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sweep.questions import QUESTIONS
+
+VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
+CORE_FILES = ("compat.sql", "macros.sql", "core.sql")  # in this order, before the questions' own files
+TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files")
+
+
+def views_text() -> str:
+    """Every analysis definition as one text, in loading order: the core files, then each question's."""
+    core = [(VIEWS_DIR / name).read_text() for name in CORE_FILES]
+    return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
+
+
+def analysis_views() -> list[str]:
+    """The analysis views' names (not the tables', nor the macros), in loading order."""
+    names = re.findall(r"CREATE OR REPLACE VIEW (\w+)", re.sub(r"--[^\n]*", "", views_text()))
+    return [name for name in names if name not in TABLE_NAMES]

@@ -1,0 +1,77 @@
+-- Analysis views over the results tables. Schema version 2; version-1 files are read too.
+--
+-- Works in two places:
+--   sweep sql "FROM depth_edge"              (the tool creates the tables' globs over --results first)
+--   sweep sql --print-views > views.sql; duckdb -init views.sql
+--                                            (plain DuckDB shell, run from the folder that holds results/)
+--
+-- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/analysis/views/compat.sql (the tables, every
+-- schema version read as the latest), macros.sql (statistics), core.sql (the core views), then each question's
+-- file beside its module (sweep/questions/*.sql, in the registry's order).
+--
+-- Each space is judged on its headline metric (`metric.name` in its YAML: top1, accuracy, val_loss, ...),
+-- whose value is each trial's `score`, in the metric's own units and direction (`metric_mode`: max when
+-- higher is better, min when lower is). The tolerance for "the trade holds", in those units, is a
+-- setting. By default each space's own (`metric.tolerance` in its YAML, recorded in the `spaces` table
+-- when it runs), else 0.5:
+--   SET VARIABLE tolerance = 0.3;   -- one tolerance for every space; RESET VARIABLE tolerance to undo
+--   sweep sql --tolerance 0.3 "FROM vs_baseline"   (the same through the tool; also `sweep report`)
+-- or call the table macro directly: FROM vs_baseline_at(0.3).
+-- The same tolerance judges matched_budget (FROM matched_budget_at(0.3)).
+--
+
+-- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
+CREATE OR REPLACE VIEW trials_files AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
+CREATE OR REPLACE VIEW epochs_files AS FROM read_parquet('results/epochs/**/*.parquet', union_by_name = true);
+CREATE OR REPLACE VIEW kappa AS FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true);
+CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.parquet', union_by_name = true);
+-- @base-tables-end
+
+-- trials, epochs, spaces: the rows of every schema version, read as version 2. A version-1 trials row has
+-- no metric, metric_mode or score (nor the sequence columns): its metric is top1, higher is better, and
+-- its score is its top1. A row from before grouped-query attention and conditioning interventions has
+-- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built); one from
+-- before budget blocks (or outside one) has budget_way and budget_target_params NULL, and one from before
+-- control arms has control NULL (not a control), as every grid config's row; one from before chance levels were
+-- recorded has chance_score NULL (nothing is flagged as at chance). A version-1 epochs row's
+-- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
+-- metric_mode and tolerance. The empty, typed selects
+-- supply the columns that a folder holding only version-1 files lacks.
+CREATE OR REPLACE VIEW trials AS
+SELECT * REPLACE (
+    coalesce(metric, 'top1') AS metric,
+    coalesce(metric_mode, 'max') AS metric_mode,
+    CASE WHEN metric IS NULL THEN top1 ELSE score END AS score,
+    coalesce(num_kv_heads, num_heads) AS num_kv_heads,
+    coalesce(conditioning, 'none') AS conditioning)
+FROM (
+    FROM trials_files
+    UNION ALL BY NAME
+    SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS score, NULL::DOUBLE AS accuracy,
+           NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
+           NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
+           NULL::DOUBLE AS token_latency_ms, NULL::VARCHAR AS budget_way, NULL::BIGINT AS budget_target_params,
+           NULL::VARCHAR AS control, NULL::DOUBLE AS chance_score
+    WHERE false
+);
+
+CREATE OR REPLACE VIEW epochs AS
+SELECT * REPLACE (CASE WHEN schema_version < 2 THEN val_top1 ELSE val_score END AS val_score)
+FROM (
+    FROM epochs_files
+    UNION ALL BY NAME
+    SELECT NULL::DOUBLE AS val_score, NULL::DOUBLE AS val_accuracy WHERE false
+);
+
+CREATE OR REPLACE VIEW spaces AS
+SELECT * EXCLUDE (tolerance_top1) REPLACE (
+    coalesce(metric, 'top1') AS metric,
+    coalesce(metric_mode, 'max') AS metric_mode,
+    coalesce(tolerance, tolerance_top1) AS tolerance)
+FROM (
+    FROM spaces_files
+    UNION ALL BY NAME
+    SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS tolerance,
+           NULL::DOUBLE AS tolerance_top1
+    WHERE false
+);

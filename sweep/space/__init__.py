@@ -1,0 +1,3 @@
+"""Stage 1, the space: a space file read (``loader.py``: shipped or by path, recipes and profiles merged),
+its schema (``model.py``: pydantic, unknown keys rejected, each question's section from the registry) and
+every problem of it reported together (``validation.py``)."""

@@ -1,0 +1,468 @@
+"""Search spaces: ``search_spaces/NAME.yaml``, validated by pydantic with unknown keys rejected.
+
+A space states the question it answers, the model family and fixed sizes, the axes to vary, how
+head_dim relates to d_model, further constraints, the baseline, seeds, data, training recipe, search
+(grid or Optuna), per-trial resources, the headline metric the analysis judges it on (with its direction
+and tolerance), and named budget profiles that override any of these.
+
+Loading reports every problem in the file at once (file, key path, rule, value, fix) as a
+:class:`~sweep.errors.SpaceError`; nothing runs when a space is invalid.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, create_model, field_validator, model_validator
+
+from sweep.cli.options import TRACKERS, Tracker  # noqa: F401 (TRACKERS: read from here by older code)
+from sweep.metrics import DEFAULT_METRIC, METRICS
+from sweep.questions import QUESTIONS
+from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
+from workers.config import Conditioning, PositiveInt, ProbeSpec, StrictModel, TrainSpec
+from workers.data.digits import DigitsData
+from workers.data.registry import DataSpec
+from workers.distributed import DRIVER_CPUS
+from workers.metrics import epoch_metrics
+from workers.models import FAMILIES, VARIANTS
+from workers.vocabulary import did_you_mean
+
+SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
+
+# Measurements a finished trial reports besides its metrics (workers/metrics.py).
+MEASUREMENTS = {
+    "params": "parameters",
+    "flops_per_sample": "forward FLOPs per image",
+    "peak_mem_bytes": "peak memory of a training step",
+    "train_samples_per_s": "training throughput",
+    "infer_samples_per_s": "inference throughput",
+    "latency_b1_ms": "batch-1 latency",
+    "kappa_mean": "mean over layers of median κ",
+}
+
+
+def reported_metrics() -> dict[str, str]:
+    """What a finished trial reports, name: description; Optuna objectives and schedulers may only use these.
+    The headline metrics only where the space's data set reports them (``MODALITY_METRICS``)."""
+    return {**{name: metric.description for name, metric in METRICS.items()}, **MEASUREMENTS}
+
+
+def epoch_reported() -> tuple[str, ...]:
+    """What is known after every epoch, so an early-stopping scheduler can compare trials on it."""
+    return (*epoch_metrics(), "kappa_mean")
+
+
+REPORTED_METRICS = reported_metrics()
+EPOCH_METRICS = epoch_reported()
+
+
+class Range(StrictModel):
+    """Integers from ``low`` to ``high`` inclusive: by ``step``, or doubling when ``scale: log2``."""
+
+    low: int = Field(ge=1)
+    high: int = Field(ge=1)
+    step: int = Field(default=1, ge=1)
+    scale: Literal["linear", "log2"] = "linear"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            raise ValueError(f"`low <= high` must hold, but got (low={self.low}, high={self.high}); swap them")
+        return self
+
+    def values(self) -> list[int]:
+        if self.scale == "linear":
+            return list(range(self.low, self.high + 1, self.step))
+        values, value = [], self.low
+        while value <= self.high:
+            values.append(value)
+            value *= 2
+        return values
+
+
+AxisValues = Annotated[list[PositiveInt], Field(min_length=1)] | Range
+
+
+class Axes(StrictModel):
+    """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only. ``family``: model families
+    to run side by side on the same shapes (a control, such as softmax attention beside the Nyströmformer);
+    each config is judged against its own family's baseline. ``num_kv_heads``: grouped-query attention's
+    key/value heads (a value that does not divide ``num_heads`` removes that combination, with the reason).
+    ``conditioning``: interventions on the attention block's conditioning (``workers/conditioning.py``),
+    ``none`` among them for the model as built."""
+
+    depth: AxisValues | None = None
+    num_heads: AxisValues | None = None
+    head_dim: AxisValues | None = None
+    embed_dim: AxisValues | None = None
+    mlp_dim: AxisValues | None = None
+    num_kv_heads: AxisValues | None = None
+    family: Annotated[list[str], Field(min_length=1)] | None = None
+    conditioning: Annotated[list[Conditioning], Field(min_length=1)] | None = None
+
+    @field_validator("family", "conditioning")
+    @classmethod
+    def _unique_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError(f"values must be unique, but got {names}; remove the repeats")
+        return names
+
+    def values(self, name: str) -> list[int] | None:
+        axis = getattr(self, name)
+        if axis is None:
+            return None
+        values = axis.values() if isinstance(axis, Range) else list(axis)
+        return sorted(set(values))
+
+
+class ModelFixed(StrictModel):
+    """Values held fixed for every trial (an axis of the same name overrides them).
+
+    ``variant``: a named shape from the family registry (``workers.models.VARIANTS``, each timm's model of
+    that name, e.g. ``deit_base_patch16_224``): its family and sizes fill every field the space leaves out,
+    so a space does not retype them. Fields the space (or a profile) gives win.
+    """
+
+    variant: str | None = None
+    family: str = "vit"
+    depth: PositiveInt | None = None
+    num_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    embed_dim: PositiveInt | None = None
+    mlp_dim: PositiveInt | None = None
+    patch_size: PositiveInt = 16
+    qkv_bias: bool = True
+    drop_path_rate: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # Family-specific (see workers/families/): the stages of DaViT and VOLO, whose swept stage the axes
+    # vary, and TNT's inner transformer. A family that does not take one of these reports it.
+    stage_depths: list[PositiveInt] | None = None
+    stage_heads: list[PositiveInt] | None = None
+    stage_dims: list[PositiveInt] | None = None
+    swept_stage: PositiveInt | None = None
+    inner_dim: PositiveInt | None = None
+    inner_heads: PositiveInt | None = None
+    # Sequence families: the Nyströmformer's landmarks and convolution, and their dropout.
+    num_landmarks: PositiveInt | None = None
+    conv_kernel_size: PositiveInt | None = None
+    dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
+    tie_embeddings: bool | None = None  # language models: output layer = token embedding (GPT-2's default)
+    num_kv_heads: PositiveInt | None = None  # grouped-query attention (None: num_heads)
+    conditioning: Conditioning = "none"  # workers/conditioning.py
+    conditioning_weight: float | None = Field(default=None, gt=0.0)  # a penalty's λ (None: its default)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _variant_fills_the_rest(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("variant") is None:
+            return data
+        name = data["variant"]
+        if name not in VARIANTS:
+            raise ValueError(
+                f"variant must name a registered shape, but got {name!r}; {did_you_mean(name, VARIANTS)}"
+                f"known: {', '.join(sorted(VARIANTS))}"
+            )
+        return {**VARIANTS[name], **data}
+
+
+class Constraints(StrictModel):
+    """Further rules a configuration must meet; those that fail are listed by ``sweep plan`` with why."""
+
+    min_head_dim: PositiveInt | None = None
+    max_head_dim: PositiveInt | None = None
+    max_attn_dim: PositiveInt | None = None
+    max_params: PositiveInt | None = None
+    max_flops_per_sample: PositiveInt | None = None
+
+
+class Objective(StrictModel):
+    metric: str
+    mode: Literal["max", "min"]
+
+
+class GridSearch(StrictModel):
+    kind: Literal["grid"] = "grid"
+
+
+class OptunaSearchSpec(StrictModel):
+    """Optuna through Ray Tune's OptunaSearch, define-by-run so every suggested shape obeys the rules.
+
+    Each Optuna trial trains one seed (the space's first); ``sweep rerun`` adds seeds afterwards.
+    """
+
+    kind: Literal["optuna"]
+    sampler: Literal["tpe", "random", "nsga2"] = "tpe"
+    num_trials: PositiveInt = 20
+    objectives: list[Objective] = Field(default=[Objective(metric="top1", mode="max")], min_length=1)
+    seed: int = 0
+
+
+class Scheduler(StrictModel):
+    """Early stopping. ``asha`` stops the worse trials at rungs of epochs; they are recorded as pruned."""
+
+    kind: Literal["none", "asha"] = "none"
+    metric: str = "top1"
+    mode: Literal["max", "min"] = "max"
+    grace_period_epochs: PositiveInt = 1
+    reduction_factor: float = Field(default=3.0, gt=1.0)
+
+
+class Resources(StrictModel):
+    """Per-trial resources, as Ray reserves them (fractions allowed to pack small trials).
+
+    ``workers_per_trial`` N > 1 trains each trial data-parallel on N workers: Ray Train's TorchTrainer,
+    PyTorch DDP over gloo on CPU and NCCL on CUDA (``workers/distributed.py`` defines every number such a
+    trial records). ``cpus_per_trial`` and ``gpus_per_trial`` stay the whole trial's: its Tune process,
+    which only drives the workers, takes ``DRIVER_CPUS`` (0.01) of them, and each worker an equal share of
+    the rest. Each worker needs whole GPUs: NCCL cannot run two ranks on one GPU. ``train.batch_size`` is
+    the global batch and must be divisible by N. ``max_concurrent_trials`` left out with N > 1: as many
+    trials as the cluster's CPUs and GPUs hold.
+    """
+
+    cpus_per_trial: float = Field(default=1.0, gt=0.0)
+    gpus_per_trial: float = Field(default=0.0, ge=0.0)
+    max_concurrent_trials: PositiveInt | None = None
+    workers_per_trial: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _workers_fit(self) -> Resources:
+        workers, gpus = self.workers_per_trial, self.gpus_per_trial
+        if workers > 1 and self.cpus_per_trial <= DRIVER_CPUS:
+            raise ValueError(
+                f"`cpus_per_trial > {DRIVER_CPUS}` must hold with workers_per_trial={workers} (the trial's "
+                f"driver takes {DRIVER_CPUS} CPUs and its workers the rest), but got "
+                f"cpus_per_trial={self.cpus_per_trial}; give the trial more CPUs"
+            )
+        if workers > 1 and gpus > 0 and gpus % workers:
+            raise ValueError(
+                f"`gpus_per_trial` must be a whole multiple of `workers_per_trial` (each worker takes whole "
+                f"GPUs: NCCL cannot run two ranks on one GPU), but got (gpus_per_trial={gpus}, "
+                f"workers_per_trial={workers}); set gpus_per_trial to {workers * max(1, int(gpus // workers))}"
+            )
+        return self
+
+
+class Metric(StrictModel):
+    """The headline metric the analysis judges this space on (known metrics: ``sweep/metrics.py``).
+
+    ``name``: a metric the space's data set reports (``top1``, ``accuracy``, ``val_loss`` …). ``mode``:
+    ``max`` (higher is better) or ``min``; left out, the metric's own direction. ``tolerance``: how much
+    worse than the baseline, in the metric's own units (points of top-1, nats of loss), still counts as
+    "holds"; choose it from the data set's seed noise (0.5 points suits ImageNet top-1). Left out, the
+    metric's default (0.5 for percentages; metrics in other units have none and must give one).
+    """
+
+    name: str = Field(default=DEFAULT_METRIC, min_length=1)
+    mode: Literal["max", "min"] | None = None
+    tolerance: float | None = Field(default=None, gt=0.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_defaults(cls, data: Any) -> Any:
+        """Fill ``mode`` and ``tolerance`` from the registry where the file leaves them out."""
+        if not isinstance(data, dict):
+            return data
+        info = METRICS.get(str(data.get("name", DEFAULT_METRIC)))
+        if info is None:
+            return data
+        filled = {"mode": info.mode, "tolerance": info.default_tolerance}
+        return {**data, **{k: v for k, v in filled.items() if data.get(k) is None}}
+
+
+class Published(StrictModel):
+    """A configuration from the paper's tables, to set beside the plan's own count (``sweep plan``).
+
+    ``shape``: the axis values that pick it out of the grid (of ``model.family`` when the space runs
+    several). ``params_m``: the published parameter count in millions (ImageNet rows: 224 px, 1000
+    classes); None when the paper gives none. ``score``: the published value of the space's headline
+    metric (``top1`` is its older name for vision rows). ``mismatch``: when no reading of the published
+    row reproduces that count within 1%, or there is no count, why; left empty, the count must match (a
+    test holds both to it). ``source``: where the row comes from when it is not the paper the space's
+    question is about (2505.20802), and under which recipe it was trained, so that a score from another
+    paper's recipe is read as such (``sweep plan`` prints it).
+    """
+
+    label: str = Field(min_length=1)
+    shape: dict[str, PositiveInt]
+    params_m: float | None = Field(default=None, gt=0.0)
+    top1: float | None = None
+    score: float | None = None
+    mismatch: str | None = None
+    source: str | None = None
+
+
+class MLflowSettings(StrictModel):
+    """Where MLflow runs go. ``tracking_uri``: a database (``sqlite:///mlflow.db``) or a server
+    (``http://host:5000``); left out, ``$MLFLOW_TRACKING_URI``, else MLflow's own default (``mlflow.db`` in the
+    working folder). ``experiment_name``: left out, ``$MLFLOW_EXPERIMENT_NAME``, else the space's name."""
+
+    tracking_uri: str | None = Field(default=None, min_length=1)
+    experiment_name: str | None = Field(default=None, min_length=1)
+
+
+class WandbSettings(StrictModel):
+    """Weights & Biases. ``project``: left out, ``$WANDB_PROJECT``, else the space's name. ``mode``: ``offline``
+    (the default: runs are written beside Tune's trial state, nothing leaves the machine; ``wandb sync``
+    uploads them later) or ``online`` (needs ``wandb login`` or ``$WANDB_API_KEY``). ``entity``: the team or
+    user that owns the project (left out: your default)."""
+
+    project: str | None = Field(default=None, min_length=1)
+    entity: str | None = Field(default=None, min_length=1)
+    mode: Literal["offline", "online"] = "offline"
+
+
+class TensorBoardSettings(StrictModel):
+    """TensorBoard event files, a folder per trial (``<run>-<trial_id>``). ``dir``: a folder to write them
+    under (``<dir>/<space>-<sweep_id>/…``); left out, ``<results>/_tune/<space>-<sweep_id>/tensorboard/…``,
+    beside Tune's own trial state."""
+
+    dir: str | None = Field(default=None, min_length=1)
+
+
+class Log(StrictModel):
+    """Experiment trackers every trial is also logged to, through Ray Tune's own logger callbacks; the
+    Parquet results stay the record. ``trackers``: which (``--log`` adds more); the other keys are each
+    tracker's settings, used when it is on. ``log: [mlflow, tensorboard]`` is short for
+    ``log: {trackers: [mlflow, tensorboard]}``. Not part of a config's identity."""
+
+    trackers: list[Tracker] = Field(default=[])
+    mlflow: MLflowSettings = MLflowSettings()
+    wandb: WandbSettings = WandbSettings()
+    tensorboard: TensorBoardSettings = TensorBoardSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_is_trackers(cls, data: Any) -> Any:
+        return {"trackers": data} if isinstance(data, list) else data
+
+    @field_validator("trackers")
+    @classmethod
+    def _unique_trackers(cls, trackers: list[str]) -> list[str]:
+        return list(dict.fromkeys(trackers))
+
+    def adding(self, trackers: list[str] | None) -> Log:
+        """These settings with more trackers on (``--log``), each once, in order."""
+        return self.model_copy(update={"trackers": list(dict.fromkeys([*self.trackers, *(trackers or [])]))})
+
+
+class BaseProfile(StrictModel):
+    """A named budget: overrides merged over the space (nested keys merge; lists replace). The questions'
+    sections are added from the registry (:data:`Profile`): a list section replaces the space's list (scale a
+    control to the profile's sizes)."""
+
+    description: str = ""
+    model: dict[str, Any] | None = None
+    axes: dict[str, Any] | None = None
+    head_dim_rule: list[Any] | str | None = None
+    constraints: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    seeds: list[Any] | None = None
+    data: dict[str, Any] | None = None
+    train: dict[str, Any] | None = None
+    probes: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    resources: dict[str, Any] | None = None
+    metric: dict[str, Any] | None = None
+    published: list[Any] | None = None
+    log: list[Any] | dict[str, Any] | None = None
+
+
+def profile_override(question) -> Any:
+    """How a profile overrides a question's section: a list section by a list, any other by a dict."""
+    return (list[Any] if is_list_form(question.section_model) else dict[str, Any]) | None
+
+
+# Each question's section (sweep/questions/): a profile overrides it with plain data, merged over the space's.
+Profile = create_model(
+    "Profile",
+    __base__=BaseProfile,
+    __doc__=BaseProfile.__doc__,
+    **{q.section: (profile_override(q), None) for q in QUESTIONS if q.section},
+)
+
+
+class BaseSpace(StrictModel):
+    """A whole search space, one profile applied (or none), without the questions' sections (:data:`Space`
+    adds them from the registry, ``sweep/questions/``)."""
+
+    question: str = Field(min_length=1)
+    why: str = ""
+    model: ModelFixed = ModelFixed()
+    axes: Axes
+    # fixed_d_model: head_dim = embed_dim / num_heads (must divide); floor_d_model: embed_dim // num_heads, the
+    # attention just under d_model when heads do not divide it (GPT-2 at 512 with 12 heads: 12 × 42 = 504);
+    # fixed_head_dim: the axes' head_dim, so heads widen attention.
+    head_dim_rule: list[Literal["fixed_d_model", "floor_d_model", "fixed_head_dim"]] = Field(
+        default=["fixed_d_model"], min_length=1
+    )
+    constraints: Constraints = Constraints()
+    baseline: dict[str, PositiveInt | Conditioning]
+    seeds: list[int] = Field(default=[0], min_length=1)
+    data: DataSpec = DigitsData()
+    train: TrainSpec = TrainSpec()
+    probes: ProbeSpec = ProbeSpec()
+    search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
+    scheduler: Scheduler = Scheduler()
+    resources: Resources = Resources()
+    metric: Metric = Metric()
+    published: list[Published] = Field(default=[])
+    log: Log = Log()
+    profiles: dict[str, Profile] = Field(default={})
+    default_profile: str | None = None
+
+    @field_validator("head_dim_rule", mode="before")
+    @classmethod
+    def _rule_as_list(cls, value):
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be unique, but got {seeds}; remove the repeats")
+        return seeds
+
+    def families(self) -> list[str]:
+        """The model families the space runs: ``axes.family`` in its order, else ``model.family``."""
+        return list(self.axes.family) if self.axes.family else [self.model.family]
+
+    def axis_values(self, name: str) -> list:
+        """The values of one axis: the axis if given, else the fixed value, else empty. ``conditioning`` keeps
+        the space's order (its first value is the one a baseline that names none takes)."""
+        if name == "conditioning":
+            return list(self.axes.conditioning or [self.model.conditioning])
+        values = self.axes.values(name)
+        if values is not None:
+            return values
+        fixed = getattr(self.model, name)
+        return [fixed] if fixed is not None else []
+
+
+Space = create_model(
+    "Space",
+    __base__=BaseSpace,
+    __doc__=BaseSpace.__doc__,
+    **{
+        q.section: (q.section_model, Field(default=q.section_default, description=q.section_doc))
+        for q in QUESTIONS
+        if q.section
+    },
+)
+
+SECTION_MODELS = {
+    "model": ModelFixed,
+    "axes": Axes,
+    "constraints": Constraints,
+    "train": TrainSpec,
+    "probes": ProbeSpec,
+    "scheduler": Scheduler,
+    "resources": Resources,
+    "search": OptunaSearchSpec,
+    "metric": Metric,
+    "log": Log,
+    **{name: model for q in QUESTIONS for name, model in q.section_models().items()},
+}
+
+
+def known_families() -> list[str]:
+    return sorted(FAMILIES)

@@ -617,7 +617,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_kappa_theory(args) -> int:
-    from sweep.plan.plan import theory
+    from sweep.plan import theory
 
     if sum(x is not None for x in (args.width, args.head_dim, args.space)) != 1:
         raise UsageError(
@@ -697,7 +697,7 @@ def sample_kappa(row: dict, samples: int) -> None:
 def space_theory_groups(args) -> list[tuple[str, str, list[tuple[int, int]], int]]:
     """Per parametrisation the space's configs follow (its head_dim rules, read through the plan): the
     distinct (heads, head_dim) of those configs and N, tokens per sample the family's attention sees."""
-    from sweep.plan.plan import theory
+    from sweep.plan import theory
     from workers.config import ModelSpec
     from workers.models import num_tokens
 

@@ -28,7 +28,8 @@ from sweep.results.storage import resolved, tune_storage
 from sweep.run.progress import ProgressLine
 from sweep.run.rerun import SearchRecord, search_record
 from sweep.run.search import ResumedSearch, StudySummary, make_searcher
-from sweep.space.model import REPORTED_METRICS, Resources, validation
+from sweep.space import validation
+from sweep.space.model import REPORTED_METRICS, Resources
 from workers.data.registry import load_arrays
 from workers.distributed import DRIVER_CPUS, WorkerPlan
 from workers.ray_train import run_data_parallel

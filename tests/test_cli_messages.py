@@ -4,7 +4,7 @@ too, exit 1, pointing at --debug."""
 
 import pytest
 
-import sweep.cli as cli
+import sweep.cli.parsers as parsers
 from sweep.cli import main
 from tests.helpers import trial_row, write_csv
 
@@ -71,7 +71,7 @@ def test_an_unexpected_error_is_one_line_pointing_at_debug(monkeypatch, capsys):
     def broken(args):
         raise RuntimeError("something the tool did not plan for\nsecond line")
 
-    monkeypatch.setattr(cli, "cmd_spaces", broken)
+    monkeypatch.setattr(parsers, "cmd_spaces", broken)  # what `sweep spaces` calls
     assert main(["spaces"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "error: RuntimeError: something the tool did not plan for"
@@ -94,7 +94,7 @@ def all_parsers(parser):
 def test_every_argument_of_every_command_has_help():
     missing = [
         f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
-        for parser in all_parsers(cli.build_parser())
+        for parser in all_parsers(parsers.build_parser())
         for action in parser._actions
         if not action.help and action.dest != "help" and not action.__class__.__name__.startswith("_SubParsers")
     ]

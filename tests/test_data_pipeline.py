@@ -13,7 +13,8 @@ from torch import nn
 
 from sweep.analysis.report.data import data_wait_fractions
 from sweep.analysis.report.sections import loader_bound_section
-from sweep.cli import build_parser, load_plan
+from sweep.cli.parsers import build_parser
+from sweep.cli.run import load_plan
 from sweep.plan.plan import trial_payload
 from sweep.results.schema import TRIALS
 from sweep.results.sink import RECORD_COLUMNS

@@ -103,8 +103,8 @@ def test_wheel_plans_and_queries_from_another_folder(wheel_target, tmp_path):
 
 def test_editable_install_finds_the_shipped_data_from_another_folder(tmp_path):
     """The development install (``pip install -e``) maps ``search_spaces`` and ``sweep`` to the checkout, so
-    the lookups :mod:`sweep.space.model` and :mod:`sweep.analysis.sql` make work from any folder. (Asked of the import
-    system directly: importing the CLI costs seconds, and the wheel test above already runs it.)"""
+    the lookups :mod:`sweep.space.model` and :mod:`sweep.analysis.sql` make work from any folder. (Asked of the
+    import system directly: importing the CLI costs seconds, and the wheel test above already runs it.)"""
     code = (
         "import importlib.resources, importlib.util; "
         "print(importlib.resources.files('search_spaces')); print(importlib.util.find_spec('sweep').origin)"
@@ -113,8 +113,9 @@ def test_editable_install_finds_the_shipped_data_from_another_folder(tmp_path):
                           timeout=60, check=True)  # fmt: skip
     spaces, sweep_init = (Path(line) for line in done.stdout.split())
     assert spaces == REPO / "search_spaces" and (spaces / "local_digits.yaml").is_file()
-    assert (Path(sweep_init).parent / "views" / "core.sql") == REPO / "sweep" / "views" / "core.sql"
-    assert (REPO / "sweep" / "views" / "core.sql").is_file() and (REPO / "sweep" / "questions" / "budget.sql").is_file()
+    views = REPO / "sweep" / "analysis" / "views"
+    assert (Path(sweep_init).parent / "analysis" / "views" / "core.sql") == views / "core.sql"
+    assert (views / "core.sql").is_file() and (REPO / "sweep" / "questions" / "budget.sql").is_file()
 
 
 def test_own_spaces_in_the_working_folder_join_and_shadow_the_shipped(tmp_path, monkeypatch):

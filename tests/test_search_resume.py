@@ -13,6 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
+import sweep.cli.run
 import sweep.run.tuner
 from sweep.cli import main
 from sweep.plan.plan import make_plan
@@ -163,7 +164,7 @@ def test_run_and_rerun_resume_the_search_for_its_remaining_budget(searched, monk
         launched.append((sorted(record.outcomes), trials))
         return 0
 
-    monkeypatch.setattr(sweep.cli, "launch", launch)
+    monkeypatch.setattr(sweep.cli.run, "launch", launch)
     options = ["--profile", "search", "--results", str(results)]
     for command in (["run", "searched"], ["rerun", "searched"]):
         assert main([*command, *options]) == 0
@@ -256,7 +257,7 @@ def test_a_grid_run_again_runs_only_new_seeds_axis_values_and_profiles(searched,
         launched.append(sorted((c.shape.depth, c.shape.num_heads, seed) for c, seed in plan.pairs))
         return 0
 
-    monkeypatch.setattr(sweep.cli, "launch", launch)
+    monkeypatch.setattr(sweep.cli.run, "launch", launch)
     run = ["run", "searched", "--results", str(results)]
     assert main(run) == 0 and launched == []
     assert "nothing missing: all 12 (config, seed) pairs are recorded" in capsys.readouterr().err

@@ -1,0 +1,245 @@
+"""``sweep plan``, ``sweep spaces`` and ``sweep validate``: the plan as a table, JSON or worker configs, with the
+stages, the published rows and each question's lines; the shipped spaces; a space's problems, all at once."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweep.text import human, plural
+
+if TYPE_CHECKING:
+    from sweep.plan.plan import Plan
+from sweep.cli.results import render
+from sweep.cli.run import load_plan
+
+
+def plan_rows(plan: Plan) -> list[dict]:
+    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns."""
+    from sweep.questions import QUESTIONS
+
+    rows = []
+    several = len(plan.space.families()) > 1
+    for config in plan.configs:
+        shape = config.shape
+        asked = {name: value for q in QUESTIONS for name, value in q.plan_columns(plan, config).items()}
+        rows.append({
+            "config_id": config.config_id, "baseline": config.is_baseline,
+            **({"family": shape.family} if several else {}), "depth": shape.depth,
+            "num_heads": shape.num_heads,
+            **({"num_kv_heads": asked.pop("num_kv_heads")} if "num_kv_heads" in asked else {}),
+            "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
+            "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
+            **({"budget_way": asked.pop("budget_way")} if "budget_way" in asked else {}),
+            "params": config.params, "flops_per_sample": config.flops_per_sample,
+            "seeds": len(plan.seeds), **asked,
+        })  # fmt: skip
+    return rows
+
+
+def print_stages(plan: Plan) -> None:
+    """For staged families (DaViT, VOLO): which stage the shape columns describe, and the other stages."""
+    fixed = plan.space.model
+    if fixed.swept_stage is None:
+        return
+
+    def others(values: list[int]) -> str:
+        return "[" + ", ".join("*" if i == fixed.swept_stage else str(v) for i, v in enumerate(values, 1)) + "]"
+
+    print(
+        f"stages: depth, num_heads, head_dim, embed_dim and mlp_dim are stage {fixed.swept_stage}'s (*); the "
+        f"others keep depths {others(fixed.stage_depths)}, heads {others(fixed.stage_heads)}, "
+        f"widths {others(fixed.stage_dims)}"
+    )
+
+
+def print_published(plan: Plan) -> None:
+    """The paper's rows beside the planned counts, and why they differ where the space file says so."""
+    from sweep.plan.plan import compare_published
+
+    for row in compare_published(plan):
+        shape = ", ".join(f"{k} {v}" for k, v in row["shape"].items())
+        score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
+        count = f"{row['published_params_m']:.1f}M" if row["published_params_m"] else "no parameter count"
+        head = f"published {row['label']} ({shape}): {count}{score}"
+        head += f" [the {row['control']} control]" if row.get("control") else ""
+        if row["planned_params_m"] is None:
+            print(f"{head}; not in this profile's grid")
+            continue
+        if row["difference"] is None:
+            print(f"{head}; planned {row['planned_params_m']:.3f}M")
+        else:
+            verdict = "reproduced" if row["reproduced"] else "NOT reproduced"
+            print(f"{head}, planned {row['planned_params_m']:.2f}M ({row['difference']:+.1%}): {verdict}")
+        if row["mismatch"]:
+            print(f"  why: {' '.join(row['mismatch'].split())}")
+        if row.get("source"):
+            print(f"  source: {' '.join(row['source'].split())}")
+
+
+def print_question_lines(plan: Plan, place: str) -> None:
+    """The lines ``sweep plan`` prints for each question (``sweep/questions/``) whose lines go at ``place``."""
+    from sweep.questions import QUESTIONS
+
+    for question in QUESTIONS:
+        if question.plan_place == place:
+            for line in question.plan_lines(plan):
+                print(line)
+
+
+def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    from sweep.plan.plan import compare_published
+    from sweep.questions import QUESTIONS
+
+    answers = {key: value for q in QUESTIONS for key, value in q.plan_json(plan).items()}
+    asked = {key: answers.pop(key) for key in ("budgets", "controls") if key in answers}  # the order it always had
+    print(
+        json.dumps(
+            {
+                "space": plan.space_name,
+                "profile": plan.profile,
+                "search": plan.space.search.kind,
+                "seeds": plan.seeds,
+                "trials": rows,
+                "removed": removed,
+                "published": compare_published(plan),
+                **asked,
+                **answers,
+            },
+            indent=2,
+        )
+    )
+
+
+def print_plan_header(plan: Plan, rows: list[dict]) -> None:
+    from sweep.metrics import direction_words, tolerance_unit
+
+    print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
+    shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"])} for r in rows]
+    print(render(list(shown[0]), [tuple(r.values()) for r in shown], "table"))
+    base = plan.baseline
+    print(
+        f"baseline: depth {base.shape.depth} × {plural(base.shape.num_heads, 'head')} of {base.shape.head_dim}, "
+        f"{human(base.params)} params ({base.params:,}), {human(base.flops_per_sample)} FLOPs per sample"
+    )
+    metric = plan.space.metric
+    print(
+        f"judged on: {metric.name} ({metric.mode}: {direction_words(metric.mode)}), "
+        f"tolerance {metric.tolerance} {tolerance_unit(metric.name)}"
+    )
+
+
+def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+    search = plan.space.search
+    if search.kind == "grid":
+        from sweep.questions import QUESTIONS
+
+        added = ", ".join(filter(None, (q.grid_words(plan) for q in QUESTIONS)))
+        arms = f" (the axes' and {added})" if added else ""
+        print(
+            f"grid: {plural(len(rows), 'config')}{arms} × {plural(len(plan.seeds), 'seed')} {plan.seeds} = "
+            f"{plural(len(rows) * len(plan.seeds), 'trial')}"
+        )
+    else:
+        print(
+            f"optuna ({search.sampler}): {search.num_trials} trials drawn from these {len(rows)} configs, "
+            f"seed {plan.seeds[0]}, objectives " + ", ".join(f"{o.metric} {o.mode}" for o in search.objectives)
+        )
+    if removed:
+        print(f"\nremoved by the rules ({len(removed)}):")
+        for row in removed:
+            shape = ", ".join(f"{k}={v}" for k, v in row.items() if k != "reason")
+            print(f"  {shape}: {row['reason']}")
+
+
+def cmd_plan(args) -> int:
+    plan = load_plan(args)
+    rows = plan_rows(plan)
+    removed = [{**r.combination, "reason": r.reason} for r in plan.removed]
+    if args.write_configs:
+        written = write_trial_configs(plan, args.write_configs)
+        print(f"wrote {len(written)} trial config(s) to {args.write_configs}", file=sys.stderr)
+    if args.format == "json":
+        print_plan_json(plan, rows, removed)
+        return 0
+    if args.format == "csv":
+        print(render(list(rows[0]), [tuple(r.values()) for r in rows], "csv"))
+        return 0
+    print_plan_header(plan, rows)
+    print_stages(plan)
+    print_question_lines(plan, "before published")
+    print_published(plan)
+    print_question_lines(plan, "after published")
+    print_plan_search(plan, rows, removed)
+    return 0
+
+
+def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:
+    """Each planned trial's worker config (``trial_config``, exactly what Ray hands ``run_trial``) as
+    ``folder/<config_id>-s<seed>.json``, so that one trial can be run or debugged with ``trial FILE``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for payload in plan.trials():
+        path = folder / f"{payload['config_id']}-s{payload['seed']}.json"
+        path.write_text(json.dumps(payload["trial_config"], indent=1) + "\n")
+        written.append(path)
+    return written
+
+
+def cmd_spaces(args) -> int:
+    """Every space with its question and each profile's description (what it runs, where, how long: the
+    YAML's ``profiles.NAME.description``, the one place those words live); ``sweep spaces NAME``: one space,
+    with its ``why:`` too; ``--names``: only the names (with ``--profile P``, of the spaces defining P)."""
+    from sweep.space.loader import display_path, read_yaml, shipped_spaces, with_recipes
+    from workers.models import FAMILIES
+
+    if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
+        for name, path in shipped_spaces().items():
+            if args.profile is None or args.profile in (with_recipes(read_yaml(path), path).get("profiles") or {}):
+                print(name)
+        return 0
+    spaces = shipped_spaces()
+    if args.name is not None:
+        from sweep.space.loader import find_space
+
+        path = find_space(args.name)
+        spaces = {path.stem: path}
+    for name, path in spaces.items():
+        raw = with_recipes(read_yaml(path), path)
+        print(f"{name}  ({display_path(path)})")
+        print(textwrap.fill(" ".join(str(raw.get("question", "")).split()), 110, initial_indent="    ",
+                            subsequent_indent="    "))  # fmt: skip
+        if args.name is not None and raw.get("why"):
+            print(textwrap.fill("why: " + " ".join(str(raw["why"]).split()), 110, initial_indent="    ",
+                                subsequent_indent="    "))  # fmt: skip
+        profiles = raw.get("profiles") or {}
+        default = raw.get("default_profile")
+        print(f"    profiles{f' (default: {default})' if default else ''}:" if profiles else "    profiles: none")
+        for profile, body in profiles.items():
+            description = " ".join(str((body or {}).get("description") or "(no description)").split())
+            print(
+                textwrap.fill(f"{profile}: {description}", 110, initial_indent="      ", subsequent_indent="        ")
+            )
+    if args.name is None:
+        print("\nmodel families (model.family):")
+        for family in FAMILIES.values():
+            print(f"  {family.name:6s} {family.description}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from sweep.plan.plan import make_plan
+    from sweep.space.loader import load_space_with_notes
+
+    name, space, profile, notes = load_space_with_notes(args.space, args.profile)
+    plan = make_plan(name, space, profile)
+    print(
+        f"{name}: valid ({plural(len(plan.configs), 'config')}, {len(plan.removed)} combinations removed by the "
+        f"rules, profiles: {', '.join(space.profiles) or 'none'})"
+    )
+    for note in notes:
+        print(f"  {note}")
+    return 0

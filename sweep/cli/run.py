@@ -1,0 +1,256 @@
+"""``sweep run`` and ``sweep rerun``: plan, check what is recorded, launch Ray Tune or resume an Optuna study,
+and compact the results after a sweep."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from sweep.errors import SweepError, UsageError
+
+if TYPE_CHECKING:
+    from sweep.plan.plan import Plan
+    from sweep.run.rerun import SearchRecord
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``3`` means seeds 0, 1, 2; ``0,5,9`` means exactly those."""
+    if text is None:
+        return None
+    try:
+        if "," in text:
+            return [int(part) for part in text.split(",") if part.strip()]
+        count = int(text)
+    except ValueError:
+        raise UsageError(f"--seeds takes a count (3) or a list (0,5,9), got {text!r}") from None
+    if count < 1:
+        raise UsageError(f"--seeds must be at least 1, got {count}")
+    return list(range(count))
+
+
+def parse_trials(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number of trials, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
+    return count
+
+
+def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
+    """The plan for ``args.space``; ``seeds`` (else ``--seeds`` as text) overrides the space's seeds."""
+    from sweep.plan.plan import make_plan
+    from sweep.space.loader import load_space
+
+    name, space, profile = load_space(args.space, args.profile)
+    if getattr(args, "data_root", None):
+        space = space.model_copy(update={"data": space.data.model_copy(update={"root": str(args.data_root)})})
+    if getattr(args, "data_workers", None) is not None:  # like the root, not part of a config's identity
+        space = space.model_copy(update={"data": space.data.model_copy(update={"num_workers": args.data_workers})})
+    if getattr(args, "log", None):  # --log adds trackers to the space's `log:` (not part of a config's identity)
+        space = space.model_copy(update={"log": space.log.adding(args.log)})
+    if check_data is not None:
+        check_data(space, args.space)  # before planning: a missing data set fails in seconds
+    return make_plan(name, space, profile, seeds or parse_seeds(getattr(args, "seeds", None)))
+
+
+def cmd_run(args) -> int:
+    from sweep.run.rerun import describe, missing_pairs, recorded_pairs, sweep_lock
+    from sweep.space.validation import check_data
+
+    plan = load_plan(args, check_data)
+    if args.trials is not None and plan.space.search.kind == "grid":
+        raise UsageError(grid_trials_message(plan))
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        if plan.space.search.kind == "optuna":
+            return run_search(plan, args)
+        if not args.fresh:
+            recorded = recorded_pairs(args.results, plan.space_name)
+            missing = missing_pairs(plan.configs, plan.seeds, recorded)
+            total = len(plan.configs) * len(plan.seeds)
+            if len(missing) < total:
+                print(
+                    f"[sweep] resuming: {total - len(missing)} of {total} trials already recorded in "
+                    f"{args.results}/ (--fresh runs them all again)",
+                    file=sys.stderr,
+                )
+            if not missing:
+                print(f"[sweep] {describe(missing, total)}", file=sys.stderr)
+                return 0
+            plan.pairs = [(m.config, m.seed) for m in missing]
+        return launch(plan, args)
+
+
+def grid_trials_message(plan: Plan) -> str:
+    return (
+        f"--trials N extends an Optuna search, but {plan.space_name} (profile {plan.profile or 'none'}) is a grid, "
+        "which runs every (config, seed) pair once; add seeds with --seeds N, or axis values in the space"
+    )
+
+
+def run_search(plan: Plan, args) -> int:
+    """An Optuna search, resumed: the study starts from every recorded trial of the search and trains what
+    its budget has left (``--trials N``: N more); ``--fresh``: a new study over the whole budget that trains
+    even recorded pairs. No (config, seed) pair is trained twice in one run (``sweep/run/search.py``)."""
+    from sweep.run.rerun import SearchRecord, search_record
+
+    search = plan.space.search
+    fresh = getattr(args, "fresh", False)
+    record = SearchRecord(plan.seeds[0]) if fresh else search_record(args.results, plan)
+    trials = args.trials if args.trials is not None else record.remaining(search.num_trials)
+    prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): optuna {search.sampler}"
+    if record.outcomes:
+        print(
+            f"{prefix}, resuming its study: {len(record.outcomes)} recorded trials (seed {record.seed}) start it, "
+            f"{record.trained} of them trained by this search (num_trials {search.num_trials})",
+            file=sys.stderr,
+        )
+    where = args.space + (f" --profile {plan.profile}" if plan.profile else "")
+    if len(record.outcomes) >= len(plan.configs):
+        print(
+            f"{prefix}: all {len(plan.configs)} configs it can suggest are recorded at seed {record.seed}; "
+            f"nothing left to train (more seeds of them: `sweep rerun {where} --seeds N`)",
+            file=sys.stderr,
+        )
+        return 0
+    if trials < 1:
+        print(
+            f"{prefix}: its budget is spent ({record.trained} of num_trials {search.num_trials} trained); "
+            f"`sweep run {where} --trials N` trains N more",
+            file=sys.stderr,
+        )
+        return 0
+    return launch(plan, args, record=record, trials=trials)
+
+
+def cmd_rerun(args) -> int:
+    from sweep.run.rerun import describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+    from sweep.space.model import GridSearch, Scheduler
+    from sweep.space.validation import check_data
+
+    if args.select == "inconclusive":
+        return rerun_inconclusive(args, check_data)
+    if args.budget is not None:
+        raise UsageError("--budget goes with --select inconclusive; the other selections take --seeds N")
+    if args.seeds is None:
+        return rerun_search(args, check_data)
+    if args.trials is not None:
+        raise UsageError("--trials N extends an Optuna search, --seeds N adds seeds to its configs: give one of them")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        configs = select_configs(plan, args.results, args.select, args.top_k)
+        missing = missing_pairs(configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
+        print(
+            f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
+            file=sys.stderr,
+        )
+        print(describe(missing, len(configs) * len(plan.seeds), dry_run=args.dry_run), file=sys.stderr)
+        if not missing or args.dry_run:
+            return 0
+        plan.pairs = [(m.config, m.seed) for m in missing]
+        plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
+        return launch(plan, args)
+
+
+def rerun_search(args, check_data) -> int:
+    """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
+    from sweep.run.rerun import sweep_lock
+
+    plan = load_plan(args, check_data)
+    if plan.space.search.kind == "grid":
+        raise UsageError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
+    if args.select != "all":
+        raise UsageError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        return run_search(plan, args)
+
+
+def rerun_inconclusive(args, check_data) -> int:
+    """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
+    run (``sweep/run/adaptive.py``); ``--dry-run`` prints the first round."""
+    from sweep.run.adaptive import describe_round, next_round, open_verdicts
+    from sweep.run.rerun import sweep_lock
+    from sweep.space.model import GridSearch, Scheduler
+
+    if args.budget is None or args.budget < 1:
+        raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
+    if args.seeds is not None or args.trials is not None:
+        raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
+    plan = load_plan(args, check_data)
+    prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
+    with sweep_lock(args.results, plan.space_name, args.wait):
+        open_ = open_verdicts(plan, args.results)
+        opened, spent = len(open_), 0
+        while open_ and spent < args.budget:
+            planned = next_round(plan, args.results, open_, args.budget - spent)
+            print(f"{prefix}, {describe_round(open_, planned, args.budget - spent)}", file=sys.stderr)
+            if args.dry_run:
+                return 0
+            plan.pairs = [(m.config, m.seed) for m in planned]
+            plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
+            launch(plan, args)
+            spent += len(planned)
+            open_ = open_verdicts(plan, args.results)
+        settled = opened - len(open_)
+        state = "every verdict is settled" if not open_ else f"{len(open_)} still open"
+        print(f"{prefix}: {spent} trials run, {settled} of {opened} open verdicts settled; {state}", file=sys.stderr)
+    return 0
+
+
+def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | None = None) -> int:
+    """Run ``plan``: a grid's trials, or an Optuna search resumed from ``record`` for ``trials`` trials."""
+    from sweep.run.tuner import run_sweep
+
+    grid = plan.space.search.kind == "grid"
+    count = len(plan.trials()) if grid else trials
+    print(
+        f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
+        f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
+        file=sys.stderr,
+    )
+    outcome = run_sweep(
+        plan, args.results, args.space, progress=not args.quiet, record=record, trials=trials, verbose=args.verbose
+    )
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses.items())) or "nothing"
+    print(
+        f"[sweep] sweep {outcome.sweep_id}: {outcome.trials} trials written ({summary}) in {outcome.wall_s:.0f}s",
+        file=sys.stderr,
+    )
+    if outcome.study is not None:
+        print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
+    print(
+        f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
+        file=sys.stderr,
+    )
+    compact_after_sweep(args.results, plan.space_name)
+    return 0
+
+
+def describe_study(study, budget: int) -> str:
+    """What an Optuna search's study holds after a run, by where each trial came from."""
+    text = (
+        f"its study holds {len(study.study.trials)} trials: {study.from_record} from the record, {study.trained} "
+        f"trained now, {study.answered} suggestions of pairs already recorded or trained, answered from the record"
+    )
+    if study.exhausted and study.trained < budget:
+        text += f"; stopped after {study.trained} of {budget}: every config it can suggest is recorded"
+    return text
+
+
+def compact_after_sweep(results, space: str) -> None:
+    """Merge the space's per-trial files into one per sweep and table (``sweep/results/compact.py``); the caller holds
+    the space's sweep lock. A failure here loses nothing: the sweep's rows are written, and `sweep compact`
+    tries again."""
+    from sweep.results.compact import compact_space
+
+    try:
+        outcome = compact_space(results, space)
+    except SweepError as exc:
+        print(f"[sweep] warning: {exc}", file=sys.stderr)
+        return
+    if outcome.written or outcome.leftovers or outcome.skipped:
+        print(f"[sweep] compacted {outcome.words()}", file=sys.stderr)

@@ -351,7 +351,7 @@ def random_example_input(family, spec: ModelSpec):
 def test_every_family_builds_its_example_counts_it_probes_it_and_says_where_a_is(name):
     """What conditioning and the probes need of a family is on ``Family``: its example builds with no
     problem; its parameter count equals the family's independent ``reference_params`` (the upstream
-    library's stock model: timm's registered model or HF's model class, plus the classifier head by hand)
+    library's stock model: timm's registered model or HF's model class, with a head added or dropped by hand)
     and its parts sum to it; the probe's FLOPs per sample equal torch's counter on a real forward of one
     sample (one, not a batch divided: XCiT computes its positional encoding once per batch); κ is measured
     on every layer it names; and its output projections (when it has them; only then may it take

@@ -88,8 +88,9 @@ class Family:
     ``reference_params``: the parameter count of a spec computed without ``build``, so tests can check the
     built model against it: the upstream library's own stock model of that shape (timm's registered model
     with the same arguments, or HF's model class from the same config, none of this family's subclasses or
-    replaced modules), plus a closed form written out for whatever the family adds around it (a classifier
-    head). It must hold for the family's ``example``; planning never uses it.
+    replaced modules), plus or minus a closed form written out for what the family adds around it or drops
+    (a classifier head; ModernBERT's prediction head). It must hold for the family's ``example``; planning
+    never uses it.
     """
 
     name: str

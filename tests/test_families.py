@@ -6,6 +6,8 @@ import statistics
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from sweep.plan.plan import compare_published, make_plan, measure_shape
 from sweep.space.loader import load_space, shipped_spaces
@@ -25,41 +27,32 @@ from workers.probes.kappa import condition_number, kappa_per_layer
 from workers.probes.params import count_params, param_breakdown
 from workers.trial import run_trial
 
-# One small shape per family (digits at 32 px, one channel): seconds on a CPU.
-SMALL = {
-    "vit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
-    "deit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
-    "xcit": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
-    "tnt": dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8, inner_dim=8, inner_heads=2),
-    "davit": dict(
-        depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=4, swept_stage=3,
-        stage_depths=(1, 1, 2, 1), stage_heads=(1, 2, 4, 8), stage_dims=(8, 16, 32, 64),
-    ),
-    "volo": dict(
-        depth=2, num_heads=4, embed_dim=32, mlp_dim=96, patch_size=8, swept_stage=3,
-        stage_depths=(1, 1, 2, 1), stage_heads=(2, 4, 4, 4), stage_dims=(16, 32, 32, 32),
-    ),
-}  # fmt: skip
-# Tokens the swept attention sees at 32 px: patches (+ class token), or the swept stage's map.
-TOKENS = {"vit": 17, "deit": 17, "xcit": 16, "tnt": 17, "davit": 2 * 2, "volo": 2 * 2}
-KINDS = {
-    "vit": {"self"},
-    "deit": {"self"},
-    "xcit": {"xca"},
-    "tnt": {"inner", "outer"},
-    "davit": {"window", "channel"},
-    "volo": {"outlook", "self"},
+IMAGE_FAMILIES = sorted(name for name, family in FAMILIES.items() if family.modality == "image")
+
+# The six image families' examples, pinned: tokens the swept attention sees at 32 px (patches (+ class token),
+# or the swept stage's map) and the attention kinds κ is probed on. A new family needs no entry here: the
+# test over FAMILIES at the end of this file covers every family from its own example.
+PINNED = {
+    "vit": (17, {"self"}),
+    "deit": (17, {"self"}),
+    "xcit": (16, {"xca"}),
+    "tnt": (17, {"inner", "outer"}),
+    "davit": (2 * 2, {"window", "channel"}),
+    "volo": (2 * 2, {"outlook", "self"}),
 }
 
 
-def small_spec(family: str, img_size: int = 32, **overrides) -> ModelSpec:
-    return ModelSpec(family=family, img_size=img_size, in_chans=1, num_classes=10, **{**SMALL[family], **overrides})
+def small_spec(family: str, **overrides) -> ModelSpec:
+    """The family's own example (digits at 32 px, one channel: seconds on a CPU), with ``overrides``."""
+    return FAMILIES[family].example_spec(**overrides)
 
 
-def test_every_registered_image_family_has_a_small_shape_here():
-    """(The sequence families have their own tests: tests/test_sequence_families.py.)"""
-    image_families = {name for name, family in FAMILIES.items() if family.modality == "image"}
-    assert set(SMALL) == image_families == set(KINDS) == set(TOKENS)
+@pytest.mark.parametrize("family", sorted(PINNED))
+def test_the_examples_see_the_pinned_tokens_and_attention_kinds(family):
+    spec = small_spec(family)
+    tokens, kinds = PINNED[family]
+    assert FAMILIES[family].num_tokens(spec) == tokens
+    assert {layer.kind for layer in kappa_layers(spec, build_model(spec))} == kinds
 
 
 # --- κ against a direct computation ------------------------------------------------------------------------
@@ -103,7 +96,7 @@ def randomise_biases(model):
 
 # DaViT at 224 px: every stage's map (56, 28, 14, 7) is whole 7×7 windows, so the projection's input has
 # no padding rows to drop and equals the probe's A exactly.
-DIRECT_CASES = [(family, 32) for family in SMALL if family != "davit"] + [("davit", 224)]
+DIRECT_CASES = [(family, 32) for family in PINNED if family != "davit"] + [("davit", 224)]
 
 
 @pytest.mark.parametrize(("family", "img_size"), DIRECT_CASES)
@@ -116,7 +109,7 @@ def test_kappa_equals_a_direct_computation_from_the_layers_own_forward(family, i
     images = torch.randn(3, 1, img_size, img_size, dtype=torch.float64)
 
     layers = kappa_layers(spec, model)
-    assert {layer.kind for layer in layers} == KINDS[family]
+    assert {layer.kind for layer in layers} == PINNED[family][1]
     direct = projection_inputs(model, layers, images)
     rows = kappa_per_layer(spec, model, images)
     assert [row["layer_name"] for row in rows] == [layer.name for layer in layers]
@@ -219,10 +212,11 @@ def test_a_space_asking_a_family_for_what_it_cannot_take_fails_validation(tmp_pa
 # --- training -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", sorted(SMALL))
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_every_family_trains_a_few_steps_on_cpu_and_records_kappa(family):
+    spec = small_spec(family)  # the digits at 32 px: 1 channel, 10 classes, as every image example
     config = {
-        "model": small_spec(family).model_dump(exclude_none=True),
+        "model": spec.model_dump(exclude_none=True),
         "data": {"name": "digits", "img_size": 32},
         "train": {"epochs": 1, "max_steps": 3, "batch_size": 32, "lr": 1e-3, "warmup_steps": 1},
         "probes": {"kappa_samples": 2, "throughput_steps": 1, "latency_iters": 1, "memory": False},
@@ -232,11 +226,11 @@ def test_every_family_trains_a_few_steps_on_cpu_and_records_kappa(family):
     record = run_trial(config)
     assert record["status"] == "ok", record.get("error")
     assert record["steps_run"] == 3 and record["top1"] is not None
-    assert record["num_tokens"] == TOKENS[family]
-    assert {row["attention"] for row in record["kappa"]} == KINDS[family]
+    built = build_model(spec)
+    assert record["num_tokens"] == FAMILIES[family].num_tokens(spec)
+    assert {row["attention"] for row in record["kappa"]} == {layer.kind for layer in kappa_layers(spec, built)}
     last = [row for row in record["kappa"] if row["epoch"] == record["epochs_run"]]
     assert record["kappa_mean"] == pytest.approx(sum(row["kappa"] for row in last) / len(last))
-    built = build_model(small_spec(family))  # the digits at 32 px: 1 channel, 10 classes, as small_spec
     assert record["params"] == sum(p.numel() for p in built.parameters() if p.requires_grad)
     assert record["params_attention"] > 0 and record["params_mlp"] > 0
 
@@ -311,7 +305,7 @@ def test_exact_mlp_ratio_gives_the_hidden_width_timm_computes():
             assert int(width * exact_mlp_ratio(width, hidden)) == hidden, (width, hidden)
 
 
-@pytest.mark.parametrize("family", sorted(SMALL))
+@pytest.mark.parametrize("family", IMAGE_FAMILIES)
 def test_the_swept_mlp_width_is_exact(family):
     from workers.models import mlp_layers
 
@@ -332,22 +326,46 @@ def test_planned_counts_from_two_depths_equal_a_full_count(name):
 # --- every registered family, from its own example ---------------------------------------------------------
 
 
+def counted_forward_flops(model: torch.nn.Module, inputs) -> int:
+    """torch's FLOP counter on one real forward on the CPU, attention through SDPA's math backend (plain
+    matmuls, which the counter counts), independent of the probe's meta-device build and its switch to
+    unfused attention."""
+    counter = FlopCounterMode(display=False)
+    with sdpa_kernel(SDPBackend.MATH), counter, torch.no_grad():
+        model(inputs) if isinstance(inputs, torch.Tensor) else model(**inputs)
+    return int(counter.get_total_flops())
+
+
+def random_example_input(family, spec: ModelSpec):
+    """One sample of the family's input, with random values: an image (example_input's empty() holds junk), or
+    token ids drawn from the vocabulary, every position real."""
+    generator = torch.Generator().manual_seed(0)
+    inputs = family.example_input(spec, "cpu")
+    if isinstance(inputs, torch.Tensor):
+        return torch.randn(inputs.shape, generator=generator)
+    ids = torch.randint(1, spec.vocab_size, inputs["input_ids"].shape, generator=generator)
+    return {**inputs, "input_ids": ids}
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_every_family_builds_its_example_counts_it_probes_it_and_says_where_a_is(name):
     """What conditioning and the probes need of a family is on ``Family``: its example builds with no
-    problem, its parameter parts sum to the model's own count, κ is measured on every layer it names, and
-    its output projections (when it has them; only then may it take ``conditioning``) receive the block A,
-    (B, N, num_heads · head_dim), once per layer."""
+    problem; its parameter count equals the family's independent ``reference_params`` (the upstream
+    library's stock model: timm's registered model or HF's model class, with a head added or dropped by hand)
+    and its parts sum to it; the probe's FLOPs per sample equal torch's counter on a real forward of one
+    sample (one, not a batch divided: XCiT computes its positional encoding once per batch); κ is measured
+    on every layer it names; and its output projections (when it has them; only then may it take
+    ``conditioning``) receive the block A, (B, N, num_heads · head_dim), once per layer."""
     family = FAMILIES[name]
     spec = family.example_spec()
     assert family.problems(spec) == []
     torch.manual_seed(0)
-    model = build_model(spec)
+    model = build_model(spec).eval()
     parts = param_breakdown(spec, model)
-    assert parts["params"] == sum(p.numel() for p in model.parameters()) > 0
+    assert parts["params"] == family.reference_params(spec) == sum(p.numel() for p in model.parameters()) > 0
     assert parts["params"] == parts["params_attention"] + parts["params_mlp"] + parts["params_embed_head"]
-    inputs = family.example_input(spec, "cpu")
-    inputs = torch.randn(inputs.shape) if isinstance(inputs, torch.Tensor) else inputs  # an image: empty() holds junk
+    inputs = random_example_input(family, spec)
+    assert forward_flops_per_sample(spec) == counted_forward_flops(model, inputs) > 0
     rows = kappa_per_layer(spec, model, inputs)
     assert len(rows) == len(kappa_layers(spec, model)) > 0
     assert ("conditioning" in family.accepts) == (family.output_projections is not None)
@@ -359,7 +377,6 @@ def test_every_family_builds_its_example_counts_it_probes_it_and_says_where_a_is
         for p in family.output_projections(model)
     ]
     with torch.no_grad():
-        model.eval()
         model(inputs) if isinstance(inputs, torch.Tensor) else model(**inputs)
     for hook in hooks:
         hook.remove()

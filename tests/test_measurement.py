@@ -290,20 +290,12 @@ def test_kappa_is_exact_for_ill_conditioned_float32_layers(family, extra_decades
     assert max(reached) <= KAPPA_CEILING, reached  # and one where float64 still resolves κ to 1e-6
 
 
-def small_spec(name: str) -> ModelSpec:
-    if name in SHAPES:
-        return family_spec(name)
-    extra = {"num_landmarks": 4, "conv_kernel_size": 3} if name == "nystromformer" else {}
-    return ModelSpec(
-        family=name, depth=1, num_heads=2, embed_dim=16, mlp_dim=32, num_classes=5, seq_len=8, vocab_size=20, **extra
-    )
-
-
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_every_family_forms_its_block_in_float64_from_a_float32_model(name):
-    """The image families above, and the sequence families (nystromformer, softmax_encoder, gpt2,
-    crammed_bert), whose exactness their own test files check on float64 models."""
-    family, spec = FAMILIES[name], small_spec(name)
+    """Every family, from its own example (the exactness of each κ definition is checked on float64 models in
+    the family's test file and above)."""
+    family = FAMILIES[name]
+    spec = family.example_spec()
     model = build_model(spec).eval()
     inputs = family.example_input(spec, "cpu")
     inputs = inputs if isinstance(inputs, dict) else {"x": torch.randn_like(inputs)}
@@ -358,7 +350,7 @@ def test_tokens_positions_and_1d_parameters_get_no_weight_decay_and_matrices_do(
 
 
 def test_hf_models_without_no_weight_decay_decay_every_matrix():
-    spec = small_spec("gpt2")
+    spec = FAMILIES["gpt2"].example_spec()
     model = build_model(spec)
     assert not hasattr(model, "no_weight_decay")
     decay = decay_by_name(model, TrainSpec(weight_decay=0.1))

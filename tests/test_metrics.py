@@ -413,11 +413,14 @@ def test_a_metric_is_one_definition_that_reaches_schema_importer_sink_space_and_
 
 def test_the_worker_evaluates_only_defined_metrics():
     """Every held-out score the training loop emits (workers/train.py) is a metric defined once in
-    workers/metrics.py, as is every metric a data set's modality reports."""
+    workers/metrics.py, it emits the names the task's list there gives, and every metric a data set's
+    modality reports is defined."""
     import inspect
 
     from workers import metrics, train
 
     emitted = set(re.findall(r'"(\w+)": ', inspect.getsource(train.evaluate))) - {"input_ids"}
     assert emitted and emitted <= set(metrics.METRICS)
+    tasks = (metrics.IMAGE_METRICS, metrics.SEQUENCE_CLASSIFICATION_METRICS, metrics.LANGUAGE_MODEL_METRICS)
+    assert {name for names in tasks for name in names} <= emitted  # evaluate scores what each task's list names
     assert {name for names in metrics.MODALITY_METRICS.values() for name in names} <= set(metrics.METRICS)

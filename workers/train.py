@@ -27,6 +27,7 @@ from workers.conditioning import clear as clear_conditioning
 from workers.conditioning import penalty as conditioning_penalty
 from workers.config import TrainSpec
 from workers.devices import synchronize
+from workers.metrics import IMAGE_METRICS, LANGUAGE_MODEL_METRICS, SEQUENCE_CLASSIFICATION_METRICS
 
 log = logging.getLogger("workers.train")
 
@@ -317,7 +318,8 @@ def check_finite(loss_sum: torch.Tensor, step: int) -> None:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec, sequences: bool = False) -> dict:
-    """Held-out scores on ``batches``, with the metric names of the task:
+    """Held-out scores on ``batches``, under the names ``workers/metrics.py`` lists for the task
+    (``IMAGE_METRICS``, ``SEQUENCE_CLASSIFICATION_METRICS``, ``LANGUAGE_MODEL_METRICS``), in that order:
 
     - images: ``top1`` and ``top5`` accuracy in percent (as timm reports them; top-5 with k = min(5,
       classes)) and ``val_loss``;
@@ -347,9 +349,13 @@ def evaluate(model: nn.Module, batches, device: torch.device, spec: TrainSpec, s
         correct5 += hits.any(dim=-1).sum().item()
         seen += len(labels)
     model.train()
-    if per_token:
-        val_loss = loss_sum / seen
-        return {"val_loss": val_loss, "perplexity": math.exp(min(val_loss, 700.0)), "accuracy": 100.0 * correct1 / seen}
-    if sequences:
-        return {"accuracy": 100.0 * correct1 / seen, "val_loss": loss_sum / seen}
-    return {"top1": 100.0 * correct1 / seen, "top5": 100.0 * correct5 / seen, "val_loss": loss_sum / seen}
+    val_loss = loss_sum / seen
+    values = {  # every metric this loop can score; the task's list in workers/metrics.py picks its own
+        "top1": 100.0 * correct1 / seen,
+        "top5": 100.0 * correct5 / seen,
+        "accuracy": 100.0 * correct1 / seen,
+        "val_loss": val_loss,
+        "perplexity": math.exp(min(val_loss, 700.0)),
+    }
+    names = LANGUAGE_MODEL_METRICS if per_token else SEQUENCE_CLASSIFICATION_METRICS if sequences else IMAGE_METRICS
+    return {name: values[name] for name in names}

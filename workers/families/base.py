@@ -84,6 +84,13 @@ class Family:
     is exactly the attention block A (B, N, h·d), where ``workers/conditioning.py`` hooks its interventions;
     None when the family has none wired (then it must not accept ``conditioning``). ``example``: a small
     shape it builds in seconds on a CPU, as spec fields (:meth:`example_spec`), for tests and docs.
+
+    ``reference_params``: the parameter count of a spec computed without ``build``, so tests can check the
+    built model against it: the upstream library's own stock model of that shape (timm's registered model
+    with the same arguments, or HF's model class from the same config, none of this family's subclasses or
+    replaced modules), plus or minus a closed form written out for what the family adds around it or drops
+    (a classifier head; ModernBERT's prediction head). It must hold for the family's ``example``; planning
+    never uses it.
     """
 
     name: str
@@ -93,6 +100,7 @@ class Family:
     mlp_layers: Callable[[nn.Module], list[tuple[str, nn.Module]]]
     kappa_layers: Callable[[nn.Module], list[KappaLayer]]
     num_tokens: Callable[[ModelSpec], int]
+    reference_params: Callable[[ModelSpec], int]
     accepts: tuple[str, ...] = ()
     check: Callable[[ModelSpec], list[SpecProblem]] = field(default=lambda spec: [])
     modality: str = "image"
@@ -135,6 +143,20 @@ class Family:
             return self.build(spec)
         except (AssertionError, ValueError, TypeError) as exc:  # not RuntimeError: out-of-memory stays oom
             raise ModelConfigError(f"timm cannot build {self.name} with {spec.model_dump()}: {exc}") from exc
+
+
+def stock_params(model: nn.Module) -> int:
+    """Scalar parameters of an upstream library's model (each shared tensor once), for ``reference_params``."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def stock_timm_params(architecture: str, **kwargs) -> int:
+    """Parameters of timm's registered model ``architecture`` with ``kwargs`` overriding its defaults, built
+    on the meta device (random weights; nothing is downloaded)."""
+    import timm
+
+    with torch.device("meta"):
+        return stock_params(timm.create_model(architecture, pretrained=False, **kwargs))
 
 
 def image_input(spec: ModelSpec, device: torch.device | str):

@@ -62,7 +62,7 @@ from transformers.models.modernbert.modeling_modernbert import (
 )
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention
+from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention, stock_params
 from workers.families.sequence import additive_mask, check_sequence, sequence_input, sequence_tokens
 
 ROPE_THETA = 10_000.0
@@ -212,6 +212,14 @@ def build_crammed_bert(spec: ModelSpec) -> nn.Module:
     return CrammedMaskedLM(spec)
 
 
+def reference_crammed_bert_params(spec: ModelSpec) -> int:
+    """HF's own ModernBertForMaskedLM of this config (its attention: the reference holds without grouping),
+    on the meta device, less its prediction head, which cramming's layout skips."""
+    with torch.device("meta"):
+        stock = ModernBertForMaskedLM(crammed_bert_config(spec))
+    return stock_params(stock) - stock_params(stock.head)
+
+
 def crammed_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Each layer's ``attn`` (Wqkv and Wo), in depth order."""
     return [(f"model.layers.{i}.attn", layer.attn) for i, layer in enumerate(model.backbone().layers)]
@@ -271,6 +279,7 @@ CRAMMED_BERT = Family(
     mlp_layers=crammed_mlp_layers,
     kappa_layers=crammed_kappa_layers,
     num_tokens=sequence_tokens,
+    reference_params=reference_crammed_bert_params,
     accepts=("head_dim", "seq_len", "vocab_size", "dropout", "num_kv_heads"),
     check=lambda spec: check_sequence(spec, "crammed_bert", "ModernBERT's Wqkv maps d_model to 3 · d_model"),
     modality="masked_lm",

@@ -39,6 +39,7 @@ from workers.families.base import (
     exact_mlp_ratio,
     softmax_attention,
     stage_heads_divide,
+    stock_timm_params,
 )
 
 STEM_STRIDE = 4
@@ -55,6 +56,20 @@ def build_davit(spec: ModelSpec) -> nn.Module:
         qkv_bias=spec.qkv_bias,
         drop_path_rate=spec.drop_path_rate,
         num_classes=spec.num_classes,
+    )
+
+
+def timm_davit_params(spec: ModelSpec) -> int:
+    depths, heads, dims = zip(*spec.stages(), strict=True)
+    return stock_timm_params(
+        "davit_tiny",
+        in_chans=spec.in_chans,
+        num_classes=spec.num_classes,
+        depths=depths,
+        embed_dims=dims,
+        num_heads=heads,
+        mlp_ratio=spec.mlp_dim / spec.embed_dim,
+        qkv_bias=spec.qkv_bias,
     )
 
 
@@ -156,6 +171,7 @@ DAVIT = Family(
     mlp_layers=davit_mlp_layers,
     kappa_layers=davit_kappa_layers,
     num_tokens=davit_tokens,
+    reference_params=timm_davit_params,
     accepts=STAGED_FIELDS,
     check=check_davit,
     example=dict(

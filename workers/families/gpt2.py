@@ -62,7 +62,7 @@ from transformers.models.gpt2.modeling_gpt2 import GPT2Attention, eager_attentio
 from transformers.pytorch_utils import Conv1D
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, SpecProblem, concat_heads
+from workers.families.base import Family, KappaLayer, SpecProblem, concat_heads, stock_params
 from workers.families.sequence import sequence_input, sequence_tokens
 
 
@@ -206,6 +206,13 @@ def build_gpt2(spec: ModelSpec) -> nn.Module:
     return CausalLM(lm)
 
 
+def reference_gpt2_params(spec: ModelSpec) -> int:
+    """HF's own GPT2LMHeadModel of this config (its attention, whatever head_dim and num_kv_heads say: the
+    reference holds for head_dim = embed_dim / num_heads without grouping), on the meta device."""
+    with torch.device("meta"):
+        return stock_params(GPT2LMHeadModel(gpt2_config(spec)))
+
+
 def check_gpt2(spec: ModelSpec) -> list[SpecProblem]:
     problems = []
     if spec.seq_len is None or spec.vocab_size is None:
@@ -259,6 +266,7 @@ GPT2 = Family(
     mlp_layers=gpt2_mlp_layers,
     kappa_layers=gpt2_kappa_layers,
     num_tokens=sequence_tokens,
+    reference_params=reference_gpt2_params,
     accepts=(
         "head_dim",
         "seq_len",

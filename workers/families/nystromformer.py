@@ -38,7 +38,7 @@ from torch import nn
 from transformers import NystromformerConfig, NystromformerModel
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, PerImageBlocks, SpecProblem
+from workers.families.base import Family, KappaLayer, PerImageBlocks, SpecProblem, stock_params
 from workers.families.sequence import (
     DEFAULT_DROPOUT,
     PAD_ID,
@@ -47,6 +47,7 @@ from workers.families.sequence import (
     additive_mask,
     check_sequence,
     encoder_mlp_layers,
+    lra_head_params,
     real_rows,
     sequence_input,
     sequence_tokens,
@@ -96,6 +97,13 @@ class NystromformerClassifier(SequenceClassifier):
 
 def build_nystromformer(spec: ModelSpec) -> nn.Module:
     return NystromformerClassifier(spec)
+
+
+def reference_nystromformer_params(spec: ModelSpec) -> int:
+    """HF's own NystromformerModel of this config, on the meta device, and the LRA head by hand."""
+    with torch.device("meta"):
+        encoder = NystromformerModel(nystromformer_config(spec))
+    return stock_params(encoder) + lra_head_params(spec)
 
 
 def check_nystromformer(spec: ModelSpec) -> list[SpecProblem]:
@@ -152,6 +160,7 @@ NYSTROMFORMER = Family(
     mlp_layers=lambda model: encoder_mlp_layers(model.nystromformer.encoder.layer),
     kappa_layers=nystromformer_kappa_layers,
     num_tokens=sequence_tokens,
+    reference_params=reference_nystromformer_params,
     accepts=(*SEQUENCE_FIELDS, "num_landmarks", "conv_kernel_size"),
     check=check_nystromformer,
     modality="sequence",

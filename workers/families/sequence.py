@@ -61,6 +61,11 @@ def sequence_tokens(spec: ModelSpec) -> int:
     return spec.seq_len
 
 
+def lra_head_params(spec: ModelSpec) -> int:
+    """The classifier head's parameters, by hand: d_model → mlp_dim and mlp_dim → classes, with biases."""
+    return spec.embed_dim * spec.mlp_dim + spec.mlp_dim + spec.mlp_dim * spec.num_classes + spec.num_classes
+
+
 def check_sequence(spec: ModelSpec, family: str, why_head_dim: str) -> list[SpecProblem]:
     """Rules every sequence family shares: a sequence data set, and head_dim = d_model / heads."""
     problems = derived_head_dim_only(spec, family, why_head_dim)

@@ -22,7 +22,14 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from workers.config import ModelSpec
-from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention
+from workers.families.base import (
+    Family,
+    KappaLayer,
+    PerImageBlocks,
+    concat_heads,
+    softmax_attention,
+    stock_params,
+)
 from workers.families.sequence import (
     DEFAULT_DROPOUT,
     PAD_ID,
@@ -31,6 +38,7 @@ from workers.families.sequence import (
     additive_mask,
     check_sequence,
     encoder_mlp_layers,
+    lra_head_params,
     sequence_input,
     sequence_tokens,
 )
@@ -73,6 +81,13 @@ class SoftmaxEncoderClassifier(SequenceClassifier):
 
 def build_softmax_encoder(spec: ModelSpec) -> nn.Module:
     return SoftmaxEncoderClassifier(spec)
+
+
+def reference_softmax_encoder_params(spec: ModelSpec) -> int:
+    """HF's own BertModel of this config (no pooler), on the meta device, and the LRA head by hand."""
+    with torch.device("meta"):
+        encoder = BertModel(bert_config(spec), add_pooling_layer=False)
+    return stock_params(encoder) + lra_head_params(spec)
 
 
 def softmax_encoder_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -118,6 +133,7 @@ SOFTMAX_ENCODER = Family(
     mlp_layers=lambda model: encoder_mlp_layers(model.encoder.encoder.layer),
     kappa_layers=softmax_encoder_kappa_layers,
     num_tokens=sequence_tokens,
+    reference_params=reference_softmax_encoder_params,
     accepts=(*SEQUENCE_FIELDS, "conditioning", "conditioning_weight"),
     check=lambda spec: check_sequence(spec, "softmax_encoder", "BERT's q, k, v project hidden_size to hidden_size"),
     modality="sequence",

@@ -31,6 +31,7 @@ from workers.families.base import (
     exact_mlp_ratio,
     heads_divide,
     softmax_attention,
+    stock_timm_params,
 )
 
 DEFAULT_INNER_HEADS = 4
@@ -54,6 +55,20 @@ def build_tnt(spec: ModelSpec) -> nn.Module:
         num_heads_inner=inner_heads(spec),
         num_heads_outer=spec.num_heads,
         mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
+        first_stride=PIXEL_STRIDE,
+    )
+
+
+def timm_tnt_params(spec: ModelSpec) -> int:
+    return stock_timm_params(
+        "tnt_s_patch16_224",
+        **common_timm_kwargs(spec),
+        embed_dim=spec.embed_dim,
+        inner_dim=inner_dim(spec),
+        depth=spec.depth,
+        num_heads_inner=inner_heads(spec),
+        num_heads_outer=spec.num_heads,
+        mlp_ratio=spec.mlp_dim / spec.embed_dim,
         first_stride=PIXEL_STRIDE,
     )
 
@@ -108,6 +123,7 @@ TNT_FAMILY = Family(
     mlp_layers=tnt_mlp_layers,
     kappa_layers=tnt_kappa_layers,
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2 + 1,
+    reference_params=timm_tnt_params,
     accepts=("head_dim", "inner_dim", "inner_heads"),
     check=check_tnt,
     example=dict(

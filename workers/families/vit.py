@@ -23,6 +23,7 @@ from workers.families.base import (
     common_timm_kwargs,
     concat_heads,
     softmax_attention,
+    stock_timm_params,
 )
 
 
@@ -94,6 +95,23 @@ def vit_kappa_layers(model: nn.Module) -> list[KappaLayer]:
     return [KappaLayer(name, "self", module, self_attention_block) for name, module in vit_attention_layers(model)]
 
 
+def timm_vit_params(architecture: str):
+    """timm's registered ``architecture`` (a VisionTransformer) at the spec's shape, with timm's own attention
+    and MLP: the independent count for shapes with head_dim = embed_dim / num_heads."""
+
+    def count(spec: ModelSpec) -> int:
+        return stock_timm_params(
+            architecture,
+            **common_timm_kwargs(spec),
+            embed_dim=spec.embed_dim,
+            depth=spec.depth,
+            num_heads=spec.num_heads,
+            mlp_ratio=spec.mlp_dim / spec.embed_dim,
+        )
+
+    return count
+
+
 def vit_tokens(spec: ModelSpec) -> int:
     return spec.num_tokens
 
@@ -106,6 +124,7 @@ VIT = Family(
     mlp_layers=vit_mlp_layers,
     kappa_layers=vit_kappa_layers,
     num_tokens=vit_tokens,
+    reference_params=timm_vit_params("vit_tiny_patch16_224"),
     accepts=("head_dim", "conditioning", "conditioning_weight"),
     example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
     output_projections=lambda model: [block.attn.proj for block in model.blocks],
@@ -115,4 +134,5 @@ DEIT = dataclasses.replace(
     name="deit",
     description="DeiT (Touvron et al. 2021): the ViT architecture (timm builds deit_* as VisionTransformer); "
     "differs from vit in its training recipe only",
+    reference_params=timm_vit_params("deit_tiny_patch16_224"),
 )

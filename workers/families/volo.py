@@ -40,6 +40,7 @@ from workers.families.base import (
     exact_mlp_ratio,
     softmax_attention,
     stage_heads_divide,
+    stock_params,
 )
 
 STAGES = 4  # timm's VOLO: outlook attention and downsampling are set per stage for four stages
@@ -55,6 +56,20 @@ def build_volo(spec: ModelSpec) -> nn.Module:
         num_heads=list(heads),
         mlp_ratio=(ratio,) * STAGES,
     )
+
+
+def timm_volo_params(spec: ModelSpec) -> int:
+    """timm's VOLO class itself (its registered volo_d* models fix the stages and refuse them as arguments)."""
+    depths, heads, dims = zip(*spec.stages(), strict=True)
+    with torch.device("meta"):
+        model = VOLO(
+            **common_timm_kwargs(spec),
+            layers=list(depths),
+            embed_dims=list(dims),
+            num_heads=list(heads),
+            mlp_ratio=spec.mlp_dim / spec.embed_dim,
+        )
+    return stock_params(model)
 
 
 def check_volo(spec: ModelSpec) -> list[SpecProblem]:
@@ -154,6 +169,7 @@ VOLO_FAMILY = Family(
     mlp_layers=volo_mlp_layers,
     kappa_layers=volo_kappa_layers,
     num_tokens=volo_tokens,
+    reference_params=timm_volo_params,
     accepts=STAGED_FIELDS,
     check=check_volo,
     example=dict(

@@ -33,6 +33,7 @@ from workers.families.base import (
     concat_heads,
     derived_head_dim_only,
     exact_mlp_ratio,
+    stock_timm_params,
 )
 
 LAYER_SCALE_INIT = 1e-5  # timm's xcit_*_24 variants (eta); the 12-layer ones use 1.0
@@ -45,6 +46,19 @@ def build_xcit(spec: ModelSpec) -> nn.Module:
         depth=spec.depth,
         num_heads=spec.num_heads,
         mlp_ratio=exact_mlp_ratio(spec.embed_dim, spec.mlp_dim),
+        eta=LAYER_SCALE_INIT,
+        tokens_norm=True,
+    )
+
+
+def timm_xcit_params(spec: ModelSpec) -> int:
+    return stock_timm_params(
+        "xcit_nano_12_p16_224",
+        **common_timm_kwargs(spec),
+        embed_dim=spec.embed_dim,
+        depth=spec.depth,
+        num_heads=spec.num_heads,
+        mlp_ratio=spec.mlp_dim / spec.embed_dim,
         eta=LAYER_SCALE_INIT,
         tokens_norm=True,
     )
@@ -98,6 +112,7 @@ XCIT = Family(
     mlp_layers=xcit_mlp_layers,
     kappa_layers=xcit_kappa_layers,
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2,
+    reference_params=timm_xcit_params,
     accepts=("head_dim",),
     check=check_xcit,
     example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),

@@ -15,7 +15,7 @@ intercept is what the step needs at batch 0 (16 B/param: fp32 weight, gradient a
 its slope the activations per sample.
 
 Needs CUDA: without it, it says so and exits 0 (the CPU path of the probe is checked by the test suite
-against a whole-process measurement, tests/test_measurement.py).
+against a whole-process measurement, tests/workers/probes/test_probes_truth.py).
 
     .venv/bin/python bench/cuda_memory_check.py                       # batches 32, 128, 256: ~30 s
     .venv/bin/python bench/cuda_memory_check.py --batch-sizes 64,128 --json /tmp/mem.json

@@ -52,7 +52,8 @@ def local_ray():
         yield
 
 
-# The space `planted_adaptive` plants rows of (tests/test_adaptive.py, tests/test_rerun_selections.py).
+# The space `planted_adaptive` plants rows of (tests/sweep/run/test_adaptive.py,
+# tests/sweep/run/test_rerun_selections.py).
 ADAPTIVE_SPACE = """\
 question: which depths hold?
 model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}

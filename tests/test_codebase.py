@@ -192,3 +192,33 @@ def test_no_file_holds_a_merge_conflicts_markers():
         lines = path.read_text(errors="replace").splitlines()
         found += [f"{name}:{i}" for i, line in enumerate(lines, 1) if line.startswith(markers)]
     assert not found, f"merge conflict markers left in {found}"
+
+
+# Tests that are about the whole project rather than one module: they stay at the top of tests/.
+PROJECT_TESTS = {"test_codebase.py", "test_documented_commands.py", "test_packaging.py"}
+
+
+def tested_paths(test: Path) -> list[Path]:
+    """What a test file's path says it tests: ``tests/sweep/run/test_tuner_faults.py`` → ``sweep/run/tuner.py``
+    (or a folder ``sweep/run/tuner/``, or an SQL file ``tuner.sql``), trying every ``_``-prefix of the name
+    after ``test_``; a name that is the folder's own (``tests/sweep/cli/test_cli_messages.py``) tests the
+    package ``sweep/cli/``."""
+    folder = ROOT / test.parent.relative_to(ROOT / "tests")
+    words = test.stem.removeprefix("test_").split("_")
+    stems = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
+    found = [p for s in stems for p in (folder / f"{s}.py", folder / s, folder / f"{s}.sql") if p.exists()]
+    return found or ([folder] if folder.name in stems and folder.is_dir() else [])
+
+
+def test_the_tests_mirror_the_code():
+    """A module's tests are found by its path: every test file under tests/ sits in the folder that mirrors
+    its module's and is named after it (``sweep/run/tuner.py`` → ``tests/sweep/run/test_tuner*.py``)."""
+    tests_dir = ROOT / "tests"
+    misplaced = [
+        str(test.relative_to(ROOT))
+        for test in tests_dir.rglob("test_*.py")
+        if not (test.parent == tests_dir and test.name in PROJECT_TESTS) and not tested_paths(test)
+    ]
+    assert misplaced == [], "name each after the module it tests, in the mirrored folder"
+    assert tested_paths(tests_dir / "sweep" / "run" / "test_tuner_faults.py") == [ROOT / "sweep" / "run" / "tuner.py"]
+    assert not tested_paths(tests_dir / "sweep" / "run" / "test_nothing_here.py")

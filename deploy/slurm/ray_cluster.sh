@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Start and stop a Ray cluster across the nodes of a Slurm allocation: a Ray head on the first node, a Ray
 # worker on each of the others. Sourced by sweep.sbatch; it runs without Slurm too (RAY_LAUNCHER=local starts
-# every node on this machine, which is how tests/test_deploy.py runs it on 127.0.0.1).
+# every node on this machine, which is how tests/deploy/test_slurm.py runs it on 127.0.0.1).
 #
 #   source deploy/slurm/ray_cluster.sh
 #   trap ray_cluster_stop EXIT

@@ -15,7 +15,7 @@ SHA-256, first 16 hex digits. Two kinds of field are not part of it:
 The data set is hashed in the layout every id so far was computed from: one flat record of the fields all
 data sets had in common (:data:`COMMON_DATA_FIELDS`, at the values a data set without them implies), and the
 sequence fields for token data sets. Each data set's own class (``workers/data/``) no longer carries the
-others' fields; this is where they are filled back in for the hash. ``tests/test_identity.py`` pins every
+others' fields; this is where they are filled back in for the hash. ``tests/sweep/plan/test_identity.py`` pins every
 shipped space × profile's ids, so a change that moves one fails there.
 """
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from workers.probes.gaussian import gaussian_edges_kappa, theorem_kappa
 
 # D/N at and above which the theorem's D ≫ N reading is taken as met (its estimate is then within ~5% of
-# sampled Gaussian heads: tests/test_kappa.py)
+# sampled Gaussian heads: tests/workers/probes/test_kappa.py)
 WIDE_RATIO = 10
 
 FIXED_D_MODEL = "fixed d_model"

@@ -19,7 +19,7 @@ as the model computed it (captured here in the model's precision, then cast to f
 weights cast to float64 (norms and convolutions the block applies before its attention too); the singular
 values are then computed in float64. So κ carries float64 rounding only (relative error ~κ · 1e-16): a
 float32 A is off by roughly κ · 1e-9 … 1e-8 relative (1e-4 … 1e-3 at κ ≈ 1e5, percent level at 1e6 – 1e7,
-tests/test_measurement.py), and past κ ≈ 1e8 it measures float32's noise floor, not A.
+tests/workers/probes/test_probes_truth.py), and past κ ≈ 1e8 it measures float32's noise floor, not A.
 For token sequences N is each sample's real length: padding rows are dropped.
 With the ``preconditioned`` conditioning intervention (``workers/conditioning.py``) the block measured is
 the one the output projection receives, A · C: the same diagonal C is applied to the float64 A here

@@ -1,6 +1,6 @@
 """Config ids are the identity of an experiment across sweeps, reruns and machines: the rule is
 ``sweep/plan/identity.py``, tested here. ``tests/fixtures/plan_ids.json`` pins every shipped space × profile's ids,
-parameter counts and FLOPs as planned before the data sets became a registry; tests/test_spaces.py, which
+parameter counts and FLOPs as planned before the data sets became a registry; tests/sweep/space/test_loader.py, which
 plans every profile anyway, checks each against it."""
 
 import pytest

@@ -33,7 +33,7 @@ from sweep.analysis.sql import run_query
 from sweep.space.loader import load_space
 from tests.helpers import TINY_SPACE_BODY
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KUBERAY = ROOT / "deploy" / "kuberay"
 SLURM = ROOT / "deploy" / "slurm"
 SHELL_SCRIPTS = sorted([*SLURM.glob("*.sh"), *SLURM.glob("*.sbatch")])

@@ -35,7 +35,7 @@ from sweep.plan.plan import make_plan
 from sweep.space.loader import load_space
 from tests.helpers import write_csv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # A valid trials row as CSV text, every cell a string: the fuzzers start here and break it.

@@ -2,8 +2,8 @@
 and pickled into Tune's experiment state, where an unpicklable searcher crashed before any trial ran), and
 every search kind, sampler and scheduler runs a real trial through the CLI.
 
-(tests/test_spaces.py validates and plans every profile and pickles the Optuna searchers directly;
-tests/test_sweep_e2e.py checks what a grid and a random-sampler sweep record, through ``run_sweep``.)
+(tests/sweep/space/test_loader.py validates and plans every profile and pickles the Optuna searchers directly;
+tests/sweep/run/test_tuner.py checks what a grid and a random-sampler sweep record, through ``run_sweep``.)
 """
 
 import textwrap
@@ -76,7 +76,7 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
 # A space small enough that a trial takes about a second: d_model 16, one training step, a quarter of the
 # held-out digits, the cheapest probes. A profile for each search the shipped spaces use (a grid, under ASHA
 # as vit_b_fixed_mlp's `short`; Optuna's NSGA-II as local_digits' `optuna`) and for TPE, the default
-# sampler of a space's own `kind: optuna`. (The random sampler runs trials in tests/test_sweep_e2e.py.)
+# sampler of a space's own `kind: optuna`. (The random sampler runs trials in tests/sweep/run/test_tuner.py.)
 TINY = (
     "question: every search kind through the CLI\n"
     + TINY_SPACE_BODY

@@ -30,7 +30,8 @@ def test_the_pinned_ids_cover_exactly_the_shipped_spaces_and_profiles():
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_space_and_profile_validates_and_plans(name):
     """Each profile plans, and keeps the config ids, parameter counts and FLOPs pinned in
-    tests/fixtures/plan_ids.json (sweep/plan/identity.py states the id rule; tests/test_identity.py tests it)."""
+    tests/fixtures/plan_ids.json (sweep/plan/identity.py states the id rule; tests/sweep/plan/test_identity.py
+    tests it)."""
     for profile in all_profiles(name):
         space_name, space, chosen = load_space(name, profile)
         plan = make_plan(space_name, space, chosen)

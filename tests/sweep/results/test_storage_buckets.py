@@ -29,8 +29,8 @@ from sweep.results.compact import COMPACTED_PREFIX, compact_space
 from sweep.results.sink import ParquetSink
 from sweep.results.storage import LockHeld, ObjectStore, hold_lock, lock_key
 from sweep.run.rerun import sweep_lock
-from tests.test_faults import KillWorkerOnce
-from tests.test_sink_and_sql import epoch_result, fake_trial, record
+from tests.sweep.run.test_tuner_faults import KillWorkerOnce
+from tests.sweep.results.test_sink import epoch_result, fake_trial, record
 
 SWEEP = str(Path(sys.executable).parent / "sweep")
 BUCKET = "sweep-results"
@@ -222,7 +222,7 @@ def test_results_on_an_unknown_scheme_is_a_usage_error(capsys):
     assert str(ObjectStore("gs://bucket/a/b/")) == "gs://bucket/a/b" and ObjectStore("gs://bucket").root == "bucket"
 
 
-# A trial in about a second (tests/test_run_profiles.py's TINY): two one-step epochs, so each trial checkpoints.
+# A trial in about a second (tests/sweep/cli/test_run_profiles.py's TINY): two one-step epochs, so each trial checkpoints.
 TINY = """
 question: results on object storage
 model: {{family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}}
@@ -257,7 +257,7 @@ def checkpoints(prefix: str) -> dict[str, int]:
 def test_a_sweep_killed_mid_way_resumes_against_the_bucket_nothing_lost_nothing_twice(
     tmp_path, prefix, local_ray, capsys, monkeypatch
 ):
-    """tests/test_faults.py's kills, against the bucket. The killed driver runs on the Ray at ``RAY_ADDRESS`` (a
+    """tests/sweep/run/test_tuner_faults.py's kills, against the bucket. The killed driver runs on the Ray at ``RAY_ADDRESS`` (a
     cluster outlives its driver) and leaves its lock object behind; the resumed one (this process, on the same
     Ray) takes the lock over and runs only what is missing, and there a worker killed after its first epoch
     resumes from its checkpoint in the bucket. Then `sweep sql` and `rerun` read the bucket. (`sweep report`

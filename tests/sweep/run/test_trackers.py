@@ -25,11 +25,12 @@ from sweep.space.loader import load_space
 from sweep.space.model import Log, MLflowSettings, TensorBoardSettings
 from tests.helpers import running_local_ray
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
-# Two one-layer ViTs on 64 digits, 2 epochs of 2 steps each: a trial in about a second (tests/test_run_profiles.py's
-# TINY, two epochs so every tracker has a history). The space turns TensorBoard on and says where MLflow
-# writes; the command line adds MLflow, TensorBoard again (logged once) and W&B.
+# Two one-layer ViTs on 64 digits, 2 epochs of 2 steps each: a trial in about a second
+# (tests/sweep/cli/test_run_profiles.py's TINY, two epochs so every tracker has a history). The space turns
+# TensorBoard on and says where MLflow writes; the command line adds MLflow, TensorBoard again (logged once)
+# and W&B.
 SPACE = """
 question: trackers see what the Parquet rows say
 model: {family: vit, embed_dim: 16, mlp_dim: 32, patch_size: 2}

@@ -419,7 +419,7 @@ def whole_process_peak_growth(spec: dict, batch: int) -> dict:
     its heap, so RSS would hold dead tensors)."""
     if not Path("/proc/self/status").exists():
         pytest.skip("needs Linux's /proc for the process's peak resident memory")
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     result = subprocess.run(
         [sys.executable, "-c", PROCESS_PEAK, json.dumps(spec), str(batch)],
         capture_output=True,

@@ -28,7 +28,7 @@ from sweep.results.schema import TABLES
 from sweep.results.sink import ParquetSink
 from sweep.results.storage import sweep_lock
 from tests.helpers import PLANTED_MEANS, SWEEP, planted_rows, write_csv
-from tests.test_sink_and_sql import fake_trial, record
+from tests.sweep.results.test_sink import fake_trial, record
 
 
 def sink_sweep(results, sweep_id: str, trials: int, first_seed: int = 0) -> None:

@@ -18,7 +18,7 @@ LOG ?=
 comma := ,
 LOG_ARGS = $(foreach tracker,$(subst $(comma), ,$(LOG)),--log $(tracker))
 
-.PHONY: install lock test lint format sweep plan spaces sql report rerun bench gpu-check gpu-smoke trial clean
+.PHONY: install lock test test-quick lint format sweep plan spaces sql report rerun bench gpu-check gpu-smoke trial clean
 
 install: $(INSTALLED)
 
@@ -55,6 +55,13 @@ test: $(INSTALLED)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 -m "not serial" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
+
+# The edit-test loop: lint, then every test not marked `slow` (trains real models or runs whole sweeps) or
+# `serial`, on two processes; `make test` before a commit still runs everything.
+test-quick: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -n 2 -m "not slow and not serial" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

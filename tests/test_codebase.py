@@ -198,7 +198,7 @@ def test_no_file_holds_a_merge_conflicts_markers():
 PROJECT_TESTS = {"test_codebase.py", "test_documented_commands.py", "test_packaging.py"}
 
 
-def tested_paths(test: Path) -> list[Path]:
+def mirrored_modules(test: Path) -> list[Path]:
     """What a test file's path says it tests: ``tests/sweep/run/test_tuner_faults.py`` → ``sweep/run/tuner.py``
     (or a folder ``sweep/run/tuner/``, or an SQL file ``tuner.sql``), trying every ``_``-prefix of the name
     after ``test_``; a name that is the folder's own (``tests/sweep/cli/test_cli_messages.py``) tests the
@@ -217,8 +217,10 @@ def test_the_tests_mirror_the_code():
     misplaced = [
         str(test.relative_to(ROOT))
         for test in tests_dir.rglob("test_*.py")
-        if not (test.parent == tests_dir and test.name in PROJECT_TESTS) and not tested_paths(test)
+        if not (test.parent == tests_dir and test.name in PROJECT_TESTS) and not mirrored_modules(test)
     ]
     assert misplaced == [], "name each after the module it tests, in the mirrored folder"
-    assert tested_paths(tests_dir / "sweep" / "run" / "test_tuner_faults.py") == [ROOT / "sweep" / "run" / "tuner.py"]
-    assert not tested_paths(tests_dir / "sweep" / "run" / "test_nothing_here.py")
+    assert mirrored_modules(tests_dir / "sweep" / "run" / "test_tuner_faults.py") == [
+        ROOT / "sweep" / "run" / "tuner.py"
+    ]
+    assert not mirrored_modules(tests_dir / "sweep" / "run" / "test_nothing_here.py")

@@ -388,7 +388,9 @@ def test_a_metric_is_one_definition_that_reaches_schema_importer_sink_space_and_
     epoch) becomes a trials and an epochs column, gets the importer's percent bounds, is kept by the sink from
     a last epoch row, may be an objective and an ASHA metric, and is a typed NULL column for SQL over files
     written before it existed."""
-    from sweep import importer, schema, sink, space, sql
+    from sweep.analysis import sql
+    from sweep.results import importer, schema, sink
+    from sweep.space import model as space
     from workers import metrics
 
     bleu = metrics.Metric("bleu", "max", "percent", "BLEU", "BLEU on held-out translations", 0.5, 1)

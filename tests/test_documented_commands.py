@@ -62,6 +62,7 @@ def test_the_docs_show_cheap_commands_of_each_kind():
     assert len(COMMANDS) >= 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_documented_command_runs_as_printed(command, tmp_path):
     # A command that writes a file (`sweep sql --print-views > views.sql`) writes it in a folder of its own
@@ -72,6 +73,7 @@ def test_a_documented_command_runs_as_printed(command, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_commands_a_report_prints_run_as_printed(tmp_path):
     rows = planted_rows("plant", PLANTED_MEANS, noise=0.05)
     import_file(write_csv(tmp_path / "plant.csv", rows), tmp_path / "results")

@@ -82,6 +82,7 @@ def wheel_target(tmp_path_factory) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_wheel_plans_and_queries_from_another_folder(wheel_target, tmp_path):
     results = planted_results(tmp_path)
     elsewhere = tmp_path / "elsewhere"  # no search_spaces/ and no checkout here

@@ -118,6 +118,7 @@ def one_rank_group(tmp_path):
 # The digits have one channel: the patch embedding's weight gradient (C, 1, p, p) comes with a different
 # stride on its size-1 dimension than DDP's bucket view, which DDP reports although a size-1 dimension's
 # stride addresses nothing (RGB images give matching strides).
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Grad strides do not match bucket view strides:UserWarning")
 def test_ddp_trial_resumed_from_a_checkpoint_repeats_the_plain_trial(tiny_vit_config, one_rank_group):
     train = {**tiny_vit_config["train"], "epochs": 2, "batch_size": 128, "max_steps": 16}  # 11 + 5 steps

@@ -43,6 +43,7 @@ def test_small_vit_learns_digits_to_over_90_percent(trained_record):
     assert trained_record["epochs_run"] == 30 and trained_record["steps_run"] == 30 * (1437 // 64)
 
 
+@pytest.mark.slow
 def test_record_holds_every_number(trained_record):
     for name in NUMBERS_WITH_UNITS:
         value = trained_record[name]
@@ -53,6 +54,7 @@ def test_record_holds_every_number(trained_record):
     assert trained_record["kappa_probe_s"] < trained_record["train_s"]  # the cost ratio itself is bench/kappa_cost.py
 
 
+@pytest.mark.slow
 def test_every_key_of_the_record_has_a_column_to_go_to(trained_record):
     """Nothing a trial measures is dropped on the way to Parquet: each key is a trials column (the schema is the
     list), or one of the child tables' rows."""
@@ -60,6 +62,7 @@ def test_every_key_of_the_record_has_a_column_to_go_to(trained_record):
     assert trained_record["train_samples"] == 1437 and trained_record["val_samples"] == 360  # digits, 80/20
 
 
+@pytest.mark.slow
 def test_epoch_and_kappa_rows(trained_record):
     epochs = trained_record["epochs"]
     assert [row["epoch"] for row in epochs] == list(range(1, 31))
@@ -70,6 +73,7 @@ def test_epoch_and_kappa_rows(trained_record):
     assert all(row["kappa_max"] >= row["kappa"] >= 1.0 for row in kappa)
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers(tiny_vit_config):
     first, second = run_trial(tiny_vit_config), run_trial(tiny_vit_config)
     assert first["status"] == "ok"
@@ -79,6 +83,7 @@ def test_same_seed_same_numbers(tiny_vit_config):
     assert run_trial(other)["epochs"][0]["train_loss"] != first["epochs"][0]["train_loss"]
 
 
+@pytest.mark.slow
 def test_max_steps_budget(tiny_vit_config):
     config = copy.deepcopy(tiny_vit_config)
     config["train"].update(epochs=5, max_steps=30)
@@ -126,6 +131,7 @@ def test_catch_false_raises_for_debugging(tiny_vit_config):
         run_trial(config, catch=False)
 
 
+@pytest.mark.slow
 def test_epoch_callback_sees_each_epoch(tiny_vit_config):
     config = copy.deepcopy(tiny_vit_config)
     config["train"].update(epochs=2, max_steps=None)
@@ -134,6 +140,7 @@ def test_epoch_callback_sees_each_epoch(tiny_vit_config):
     assert seen == [(1, 2), (2, 2)] and record["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_resuming_from_an_epoch_snapshot_gives_the_uninterrupted_numbers(tiny_vit_config):
     config = copy.deepcopy(tiny_vit_config)
     config["train"].update(epochs=3, max_steps=None)

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sweep.plan.identity import config_id
 from workers.data.registry import data_spec
 from workers.trial_batch import gpu_totals, main
@@ -15,6 +17,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_plan_writes_one_config_per_trial_named_by_its_config_id_and_seed(tmp_path):
     listed = json.loads(run_cli("plan", "mqar_recall", "--profile", "smoke", "--format", "json").stdout)
     written = run_cli("plan", "mqar_recall", "--profile", "smoke", "--write-configs", str(tmp_path), "--format", "json")
@@ -32,6 +35,7 @@ def test_plan_writes_one_config_per_trial_named_by_its_config_id_and_seed(tmp_pa
         assert recomputed in planned_ids
 
 
+@pytest.mark.slow
 def test_spaces_names_lists_only_the_spaces_with_a_profile():
     names = run_cli("spaces", "--names", "--profile", "smoke").stdout.split()
     assert "mqar_recall" in names and "gqa_heads" in names
@@ -51,6 +55,7 @@ def tiny_gpt2_config() -> dict:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_batch_runs_each_config_in_its_own_process_and_records_failures_as_rows(tmp_path, capsys):
     configs = tmp_path / "configs"
     (configs / "space_a").mkdir(parents=True)

@@ -143,6 +143,7 @@ def spy_on_epochs(monkeypatch) -> list[tuple[int, int]]:
     return seen
 
 
+@pytest.mark.slow
 def test_throughput_window_warms_up_again_after_a_resume(short_config, monkeypatch):
     seen = spy_on_epochs(monkeypatch)
     snapshots = []
@@ -163,6 +164,7 @@ def test_throughput_window_warms_up_again_after_a_resume(short_config, monkeypat
     assert seen == [(2, 32)]  # the resumed attempt's first epoch warms up again
 
 
+@pytest.mark.slow
 def test_a_trial_records_where_its_time_went(short_config, monkeypatch):
     budgets, spent = [], []  # each probe's budget, and the wall seconds it took
 
@@ -194,6 +196,7 @@ def test_a_trial_records_where_its_time_went(short_config, monkeypatch):
     assert sum(spent) <= record["end_probes_s"]
 
 
+@pytest.mark.slow
 def test_without_a_time_fraction_the_probes_are_unbounded(short_config, monkeypatch):
     budgets = []
     real = trial_module.inference_throughput
@@ -217,6 +220,7 @@ def test_deterministic_cuda_sets_a_fixed_cublas_workspace(deterministic, cuda, e
     assert CUBLAS_WORKSPACE_CONFIG == ":4096:8"
 
 
+@pytest.mark.slow
 def test_evaluation_every_k_epochs_and_after_the_last(short_config, monkeypatch):
     """Training never depends on evaluation, so a trial that evaluates after epochs 2 and 3 only must train
     exactly as one that evaluates every epoch, and score what it scores at those epochs."""
@@ -239,6 +243,7 @@ def test_evaluation_every_k_epochs_and_after_the_last(short_config, monkeypatch)
     assert sparse["top1"] == dense_rows[2]["val_top1"]
 
 
+@pytest.mark.slow
 def test_a_resumed_trial_times_every_attempt(short_config, monkeypatch):
     """``compile_s`` and ``data_wait_fraction`` of a trial resumed after epoch 1 cover both attempts: the
     sum of each attempt's compiling step, and the data waits of both epochs over both epochs' windows.

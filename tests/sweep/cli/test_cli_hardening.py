@@ -551,6 +551,7 @@ def test_plain_turns_a_state_into_what_weights_only_loads(tmp_path):
         load_checkpoint(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_trial_resumes_from_a_weights_only_checkpoint(tiny_vit_config, tmp_path):
     from sweep.run.tuner import load_checkpoint, save_checkpoint
     from workers.trial import run_trial

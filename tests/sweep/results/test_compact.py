@@ -90,6 +90,7 @@ def parquet_files(results, table: str = "trials") -> list[str]:
     return sorted(str(p.relative_to(results / table)) for p in (results / table).rglob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_compacting_reads_every_row_as_before_from_one_file_per_sweep_and_table(results):
     before = snapshot(results)
     assert len(before["trials"]) == 3 * len(PLANTED_MEANS) + 11 and before["depth_edge"]  # the planted views have rows
@@ -124,6 +125,7 @@ class Killed(BaseException):
     """Stands for the process dying (not an Exception: nothing catches it)."""
 
 
+@pytest.mark.slow
 def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(results, monkeypatch, capsys):
     before = snapshot(results)
     deleted = []
@@ -180,6 +182,7 @@ def compact_process(results) -> subprocess.Popen:
     return subprocess.Popen([SWEEP, "compact", "--results", str(results)], stdout=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_killed_at_any_moment_no_row_is_lost_or_counted_twice(tmp_path):
     """`sweep compact` in a process of its own, killed (SIGKILL) at eight moments spread over how long a whole
     compaction takes on this machine, each on a fresh copy of the same results; the rows are checked after
@@ -246,6 +249,7 @@ def test_files_of_two_schema_versions_in_one_folder_merge_and_read_as_before(tmp
     assert snapshot(results) == before and len(list(folder.iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_each_view_created_for_its_query_gives_what_all_views_give(results):
     everything = connect(results)
     con, views = connect_lazily(results)

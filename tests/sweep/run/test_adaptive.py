@@ -2,6 +2,8 @@
 get seeds in (nearest an edge first), the baseline kept level, the budget, the seeds chosen, and the dry run
 through the CLI, on planted rows whose verdicts are known (the fixture planted_adaptive, tests/conftest.py)."""
 
+import pytest
+
 from sweep.cli import main
 from sweep.run.adaptive import next_round, open_verdicts
 
@@ -19,6 +21,7 @@ def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted_adap
     assert open_[1].verdict == "inconclusive" and open_[2].n_seeds == 0
 
 
+@pytest.mark.slow
 def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(planted_adaptive):
     plan, results, ids = planted_adaptive
     round_ = next_round(plan, results, open_verdicts(plan, results), budget=10)
@@ -33,6 +36,7 @@ def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(plan
     assert [(by_id[m.config.config_id], m.seed) for m in short] == [((4, 1), 1), ((4, 4), 2)]
 
 
+@pytest.mark.slow
 def test_dry_run_through_the_cli_prints_the_round_and_runs_nothing(planted_adaptive, capsys):
     _, results, _ = planted_adaptive
     before = sorted(p.name for p in results.rglob("*.parquet"))

@@ -154,6 +154,7 @@ def test_a_suggestion_of_a_pair_still_training_waits_for_its_values(searched):
     )
 
 
+@pytest.mark.slow
 def test_run_and_rerun_resume_the_search_for_its_remaining_budget(searched, monkeypatch, capsys):
     """What `sweep run` and `sweep rerun` hand to Ray Tune for an Optuna profile (launch replaced)."""
     _, results, ids, plant = searched

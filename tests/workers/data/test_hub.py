@@ -235,6 +235,7 @@ def test_sweep_data_fetch_prints_rows_bytes_and_where(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "digits: nothing to fetch (generated here)"
 
 
+@pytest.mark.slow
 def test_offline_and_not_cached_is_one_line_naming_the_fetch_command(tmp_path):
     """A Hub id never fetched, with HF_HUB_OFFLINE set (by conftest, inherited): exit 2 at once, no traceback."""
     space = hub_space(tmp_path, "roneneldan/TinyStories")

@@ -181,6 +181,7 @@ def test_data_wait_fraction_is_the_share_of_the_window_spent_in_next():
     assert ctx.data_wait_fraction() == pytest.approx(stats.data_wait_s / stats.timed_s)
 
 
+@pytest.mark.slow
 def test_trial_records_data_wait_fraction_and_the_sink_keeps_it(tiny_vit_config):
     record = run_trial(tiny_vit_config)
     assert record["status"] == "ok", record["error"]

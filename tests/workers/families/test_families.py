@@ -96,7 +96,8 @@ def randomise_biases(model):
 
 # DaViT at 224 px: every stage's map (56, 28, 14, 7) is whole 7×7 windows, so the projection's input has
 # no padding rows to drop and equals the probe's A exactly.
-DIRECT_CASES = [(family, 32) for family in PINNED if family != "davit"] + [("davit", 224)]
+DIRECT_CASES = [(family, 32) for family in PINNED if family != "davit"]
+DIRECT_CASES.append(pytest.param("davit", 224, marks=pytest.mark.slow))  # ~20 s on 2 cores
 
 
 @pytest.mark.parametrize(("family", "img_size"), DIRECT_CASES)

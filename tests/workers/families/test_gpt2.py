@@ -156,6 +156,7 @@ def test_token_labels_flatten_and_ignored_tokens_are_not_scored():
 # --- training on the generated task ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_small_gpt2_on_mqar_gets_below_the_uniform_loss():
     """Uniform prediction over the 32 ids costs ln 32 = 3.47 nats per answer; a short run must beat it by a
     wide margin (answers are values, 16 of the 32 ids, so even that alone is worth ln 2)."""

@@ -447,6 +447,7 @@ def probe_after_one_step(spec: dict, batch: int, resident=()):
     return peak, method, sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_cpu_peak_memory_agrees_with_the_whole_process_and_counts_gradients_once():
     """Tolerance 10%: the process figure also holds what the probe does not count (heap fragmentation of small
     blocks, page rounding, autograd's graph objects, oneDNN scratch space); here they are ~1.5%. Counting the

@@ -18,7 +18,7 @@ LOG ?=
 comma := ,
 LOG_ARGS = $(foreach tracker,$(subst $(comma), ,$(LOG)),--log $(tracker))
 
-.PHONY: install lock test test-quick lint format sweep plan spaces sql report rerun bench gpu-check gpu-smoke trial clean
+.PHONY: install lock test test-quick lint format sweep plan spaces sql report rerun bench gpu-check gpu-smoke trial known-answers clean
 
 install: $(INSTALLED)
 
@@ -103,6 +103,15 @@ gpu-smoke: $(INSTALLED)
 	for space in $$($(BIN)/sweep spaces --names --profile smoke); do \
 		$(BIN)/sweep plan $$space --profile smoke --write-configs $(GPU_SMOKE_OUT)/configs/$$space >/dev/null || exit 1; done
 	$(BIN)/python -m workers.trial_batch $(GPU_SMOKE_OUT)/configs --out $(GPU_SMOKE_OUT) --jobs $(JOBS)
+
+# Known answers (docs/known_answers.md): every search_spaces/known_*.yaml reproduction's cpu profile, into a
+# results folder of its own, then the expectations table (claim, expected and found sign, Δ with its 95% interval,
+# verdict). A check users run (about 15-30 minutes on 2 cores), not a timed test.
+KNOWN_SPACES ?= $(sort $(basename $(notdir $(wildcard search_spaces/known_*.yaml))))
+KNOWN_RESULTS ?= results/known
+known-answers: $(INSTALLED)
+	for space in $(KNOWN_SPACES); do $(BIN)/sweep run $$space --profile cpu --results $(KNOWN_RESULTS) || exit $$?; done
+	$(BIN)/sweep sql "SELECT space, name, expected, found, verdict, round(delta, 2) AS delta, round(delta_lo, 2) AS lo, round(delta_hi, 2) AS hi, round(a_mean, 2) AS a_mean, round(b_mean, 2) AS b_mean FROM expectations" --results $(KNOWN_RESULTS)
 
 # One trial without Ray: make trial CONFIG=path/to/config.json
 trial: $(INSTALLED)

@@ -8,7 +8,7 @@ question is one module, its SQL file, and one line here.
 
 from __future__ import annotations
 
-from sweep.questions import budget, conditioning, controls, gqa
+from sweep.questions import budget, conditioning, controls, expectations, gqa
 from sweep.questions.base import Question
 
 # One line per question, in the order their views load, their plan lines print and their sections appear.
@@ -17,6 +17,7 @@ QUESTIONS: list[Question] = [
     conditioning.QUESTION,
     budget.QUESTION,
     controls.QUESTION,
+    expectations.QUESTION,
 ]
 
 

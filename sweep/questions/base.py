@@ -2,14 +2,16 @@
 
 A question is something a researcher asks of a sweep beyond "where does the trade break?": spend a parameter
 budget three ways (``budget``), set the trade beside control arms (``controls``), intervene on the attention
-block's conditioning (``conditioning``), share key/value heads (``gqa``). Each one reads a section or an axis
-of the space file, may add shapes or configs to the plan (and the issues that stop it), brings its SQL views,
-prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
+block's conditioning (``conditioning``), share key/value heads (``gqa``), check published results
+(``expectations``). Each one reads a section or an axis of the space file, may add shapes or configs to the
+plan (and the issues that stop it), may record what it needs in the sweep's ``spaces`` row, brings its SQL
+views, prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
 loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none names a question.
 
 Every hook has a default that does nothing, so a question implements only what it adds: one that only
-compares configs the grid already has (an ``expect:`` block judged against the results) has a section, an SQL
-file and a report section, and no plan hook. ``docs/questions.md`` walks through adding one.
+compares configs the grid already has (``expectations``: an ``expect:`` block judged against the results) has a
+section, resolves its sides in the plan, records its claims with the sweep, and brings an SQL file and a report
+section. ``docs/questions.md`` walks through adding one.
 
 This module imports nothing heavy: the report (which must not load torch) reads the registry too.
 """
@@ -146,6 +148,12 @@ class Question:
         return {}
 
     # --- the results --------------------------------------------------------------------------------------
+
+    def record(self, plan) -> Any:
+        """What a sweep records of this question in its ``spaces`` row (JSON-able; None: nothing), for its
+        views to read: ``spaces.questions`` is ``{name: record}`` over the questions that record one, and
+        ``space_settings.questions`` the latest sweep's."""
+        return None
 
     def sql_text(self) -> str:
         """Its SQL file's text ('' without one)."""

@@ -207,6 +207,7 @@ SPACES = pa.schema([
     ("metric", pa.string()),  # the headline metric the space is judged on
     ("metric_mode", pa.string()),  # max | min
     ("tolerance", pa.float64()),  # in the metric's units; NULL: the analysis default (0.5)
+    ("questions", pa.string()),  # JSON {question: what it records} (Question.record); NULL: an import, or older
     ("written_at", pa.timestamp("ms", tz="UTC")),
 ])  # fmt: skip
 

@@ -88,9 +88,11 @@ def record_space(
     metric: str = "top1",
     metric_mode: str = "max",
     tolerance: float | None = None,
+    questions: str | None = None,
 ) -> None:
     """One ``spaces`` row for a sweep (or an import): the settings the analysis reads for the space, its
-    headline metric, that metric's direction and the tolerance in its units (None: the analysis default)."""
+    headline metric, that metric's direction and the tolerance in its units (None: the analysis default), and
+    what its questions record (JSON, ``Question.record``; None for an import)."""
     row = {
         "schema_version": SCHEMA_VERSION,
         "space": space,
@@ -100,6 +102,7 @@ def record_space(
         "metric": metric,
         "metric_mode": metric_mode,
         "tolerance": tolerance,
+        "questions": questions,
         "written_at": datetime.now(UTC),
     }
     store_table(results_dir, table_from_rows("spaces", [row]), "spaces", space, f"{sweep_id}.parquet")

@@ -4,6 +4,7 @@ cluster at ``$RAY_ADDRESS``, with the Parquet sink as the single writer of resul
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import pickle
@@ -23,6 +24,7 @@ from ray.tune.schedulers import ASHAScheduler
 from sweep.errors import DataLoadError
 from sweep.metrics import record_key
 from sweep.plan.plan import Plan
+from sweep.questions import QUESTIONS
 from sweep.results.sink import ParquetSink, record_space
 from sweep.results.storage import resolved, tune_storage
 from sweep.run.progress import ProgressLine
@@ -322,6 +324,7 @@ def record_plan_space(plan: Plan, results_dir: Path, sweep_id: str) -> None:
         metric.name,
         metric.mode,
         metric.tolerance,
+        json.dumps({q.name: record for q in QUESTIONS if (record := q.record(plan)) is not None}),
     )
 
 

@@ -20,10 +20,13 @@ from workers.data.base import BatchSource, DataSetSpec, Modality
 from workers.data.cifar import CifarData
 from workers.data.digits import DigitsData
 from workers.data.imagefolder import ImageFolderData
+from workers.data.index_lookup import IndexLookupData
 from workers.data.listops import ListOpsData
 from workers.data.lra_listops import LRAListOpsData
 from workers.data.mlm_corpus import MLMCorpusData
 from workers.data.mqar import MQARData
+from workers.data.nearest_neighbor import NearestNeighborData
+from workers.data.repeated_tokens import RepeatedTokensData
 from workers.data.tinystories import TinyStoriesData
 
 DATA_SETS: tuple[type[DataSetSpec], ...] = (
@@ -35,6 +38,9 @@ DATA_SETS: tuple[type[DataSetSpec], ...] = (
     MQARData,
     TinyStoriesData,
     MLMCorpusData,
+    RepeatedTokensData,
+    IndexLookupData,
+    NearestNeighborData,
 )
 DEFAULT_DATA_SET = "digits"
 

@@ -35,7 +35,7 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 -- control arms has control NULL (not a control), as every grid config's row; one from before chance levels were
 -- recorded has chance_score NULL (nothing is flagged as at chance). A version-1 epochs row's
 -- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
--- metric_mode and tolerance. The empty, typed selects
+-- metric_mode and tolerance; one from before the questions recorded anything has questions NULL. The empty, typed selects
 -- supply the columns that a folder holding only version-1 files lacks.
 CREATE OR REPLACE VIEW trials AS
 SELECT * REPLACE (
@@ -72,6 +72,6 @@ FROM (
     FROM spaces_files
     UNION ALL BY NAME
     SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS tolerance,
-           NULL::DOUBLE AS tolerance_top1
+           NULL::DOUBLE AS tolerance_top1, NULL::VARCHAR AS questions
     WHERE false
 );

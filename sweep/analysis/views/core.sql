@@ -3,14 +3,17 @@
 
 -- space_settings: the latest recorded settings of each space: its headline metric and direction, the
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that
--- tolerance was set for (a tolerance in points of top-1 must not judge a loss), and its question.
+-- tolerance was set for (a tolerance in points of top-1 must not judge a loss), its question, and what the
+-- latest sweep's questions recorded (`questions`, JSON: sweep/questions/base.py's Question.record; an
+-- import records none, so it leaves a sweep's in place).
 CREATE OR REPLACE VIEW space_settings AS
 SELECT space,
        arg_max(metric, written_at) AS metric,
        arg_max(metric_mode, written_at) AS metric_mode,
        arg_max(tolerance, written_at) FILTER (WHERE tolerance IS NOT NULL) AS tolerance,
        arg_max(metric, written_at) FILTER (WHERE tolerance IS NOT NULL) AS tolerance_metric,
-       arg_max(question, written_at) AS question
+       arg_max(question, written_at) AS question,
+       arg_max(questions, written_at) FILTER (WHERE questions IS NOT NULL) AS questions
 FROM spaces GROUP BY space;
 
 -- configs: one row per (space, config, headline metric): the score (the metric's value, in its units)

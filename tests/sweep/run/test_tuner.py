@@ -122,3 +122,21 @@ def test_optuna_sweep_obeys_the_space_and_records_failures(tmp_path, local_ray):
     statuses = {t["status"] for t in trials}
     assert statuses == {"ok", "oom"}, statuses  # random sampler, seed 3: both kinds drawn
     assert all((t["status"] == "oom") == (t["mlp_dim"] == HUGE_MLP) for t in trials)
+
+
+def test_a_sweep_records_what_its_questions_record_in_its_spaces_row(tmp_path):
+    """record_plan_space writes ``{question: record}`` (Question.record) as the row's ``questions`` JSON, and
+    space_settings reads it back: here the known answers' claims with the config ids the plan resolved."""
+    from sweep.run.tuner import record_plan_space
+
+    name, space, profile = load_space("known_more_heads_hurt", "smoke")
+    plan = make_plan(name, space, profile)
+    record_plan_space(plan, tmp_path, "sid")
+    _, [(text,)] = run_query(tmp_path, "SELECT questions FROM space_settings")
+    [claim] = json.loads(text)["expectations"]
+    by_heads = {c.shape.num_heads: c.config_id for c in plan.configs}
+    assert (claim["name"], claim["a_config"], claim["b_config"]) == (
+        "one_full_rank_head_beats_eight",
+        by_heads[1],
+        by_heads[8],
+    )

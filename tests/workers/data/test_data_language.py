@@ -413,7 +413,8 @@ def test_an_unknown_data_set_names_the_known_ones(tmp_path):
 
 
 def test_data_spec_dumps():
-    assert {name for name in DATA_SET_NAMES if modality_of(name) == "causal_lm"} == {"mqar", "tinystories"}
+    causal = {name for name in DATA_SET_NAMES if modality_of(name) == "causal_lm"}
+    assert causal == {"mqar", "tinystories", "repeated_tokens", "index_lookup", "nearest_neighbor"}  # known answers
     assert not set(data_spec(name="cifar10").model_dump()) & {"seq_len", "eval_split", "listops", "mqar", "text"}
     assert not set(data_spec(name="listops", seq_len=8).model_dump()) & {"mqar", "text"}  # ListOps ids unchanged
     mqar = data_spec(name="mqar", seq_len=64, mqar={"num_kv_pairs": 4})

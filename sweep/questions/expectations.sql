@@ -1,0 +1,63 @@
+-- The known-answers question's view (sweep/questions/expectations.py; docs/known_answers.md).
+
+-- expectations: one row per expectation (a space's `expect:` block) as the space's latest sweep recorded it
+-- (space_settings.questions, the `spaces` row's JSON: its `expectations` list, each with the config id of
+-- each side as the plan resolved it), judged on the space's headline metric (space_settings.metric) with
+-- each side's finished seeds (configs):
+--   name, claim, source, a_shape, b_shape   as the space states them (a side's shape values as text)
+--   a_config, b_config   the config each side picks out (the plan checked it picks out exactly one)
+--   a_mean, n_a, b_mean, n_b   each side's mean score and finished seeds (NULL and 0 when none finished)
+--   expected   'a beats b' | 'b beats a' | 'no difference' (the expectation's direction)
+--   tolerance  the expectation's own (`tolerance:`), in the metric's units
+--   delta      mean(a) − mean(b), signed so that positive means a is better (for a `min` metric such as
+--              val_loss, mean(b) − mean(a)), in the metric's units
+--   delta_lo, delta_hi   its 95% Welch interval: delta ∓ t95(welch_df) · √(sd_a²/n_a + sd_b²/n_b), as
+--              vs_baseline's; NULL unless both sides have ≥ 2 seeds
+--   found      'a beats b' (delta_lo > +tolerance), 'b beats a' (delta_hi < −tolerance), 'no difference'
+--              (−tolerance ≤ delta_lo and delta_hi ≤ +tolerance), 'unclear' (the interval straddles a
+--              bound), 'no interval' (a side has one seed: a single seed is never a finding), or 'not run' (a
+--              side has no finished seed)
+--   verdict    'agrees' (found = expected), 'disagrees' (found is one of the three definite signs and not the
+--              expected one), else 'inconclusive'
+CREATE OR REPLACE VIEW expectations AS
+WITH claims AS (
+    SELECT space, metric, unnest(from_json(json_extract(questions, '$.expectations'),
+        '[{"name": "VARCHAR", "claim": "VARCHAR", "source": "VARCHAR", "expected": "VARCHAR",
+           "tolerance": "DOUBLE", "a_shape": "VARCHAR", "b_shape": "VARCHAR", "a_config": "VARCHAR",
+           "b_config": "VARCHAR"}]'), recursive := true)
+    FROM space_settings
+    WHERE questions IS NOT NULL
+),
+paired AS (
+    SELECT e.*, a.score_mean AS a_mean, b.score_mean AS b_mean,
+           coalesce(a.n_seeds, 0) AS n_a, coalesce(b.n_seeds, 0) AS n_b,
+           better_sign(coalesce(a.metric_mode, b.metric_mode)) * (a.score_mean - b.score_mean) AS delta,
+           CASE WHEN a.n_seeds >= 2 AND b.n_seeds >= 2 THEN
+               t95(welch_df(a.score_sd, a.n_seeds, b.score_sd, b.n_seeds))
+               * sqrt(a.score_sd ^ 2 / a.n_seeds + b.score_sd ^ 2 / b.n_seeds)
+           END AS half_width
+    FROM claims e
+    LEFT JOIN configs a ON a.space = e.space AND a.config_id = e.a_config AND a.metric = e.metric AND a.n_seeds > 0
+    LEFT JOIN configs b ON b.space = e.space AND b.config_id = e.b_config AND b.metric = e.metric AND b.n_seeds > 0
+),
+judged AS (
+    SELECT *, delta - half_width AS delta_lo, delta + half_width AS delta_hi FROM paired
+),
+found AS (
+    SELECT *, CASE
+        WHEN n_a = 0 OR n_b = 0 THEN 'not run'
+        WHEN delta_lo IS NULL THEN 'no interval'
+        WHEN delta_lo > tolerance THEN 'a beats b'
+        WHEN delta_hi < -tolerance THEN 'b beats a'
+        WHEN delta_lo >= -tolerance AND delta_hi <= tolerance THEN 'no difference'
+        ELSE 'unclear'
+    END AS found
+    FROM judged
+)
+SELECT space, name, claim, source, metric, a_shape, b_shape, a_config, b_config, a_mean, n_a, b_mean, n_b,
+       expected, tolerance, delta, delta_lo, delta_hi, found,
+       CASE WHEN found = expected THEN 'agrees'
+            WHEN found IN ('a beats b', 'b beats a', 'no difference') THEN 'disagrees'
+            ELSE 'inconclusive' END AS verdict
+FROM found
+ORDER BY space, name;

@@ -50,7 +50,7 @@ class Metric:
 
 
 # The tolerance, in points, of a metric counted in percent or points when neither the space nor the query
-# gives one (sweep/analysis/views/core.sql falls back to the same number; tests/workers/test_metrics.py checks
+# gives one (sweep/analysis/views/verdicts.sql falls back to the same number; tests/workers/test_metrics.py checks
 # they agree).
 DEFAULT_TOLERANCE = 0.5
 

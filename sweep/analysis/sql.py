@@ -1,8 +1,9 @@
 """DuckDB over the results folder: the tables as views over their files, plus the analysis views of the SQL
 files (package data), read in this order as one text (:func:`views_text`; ``sweep sql --print-views`` prints
-it, for the plain ``duckdb`` shell): ``sweep/analysis/views/compat.sql`` (the tables, every schema version read as the
-latest), ``macros.sql`` (statistics), ``core.sql`` (the core views), then each question's own file beside its
-module (``sweep/questions/*.sql``, in the registry's order). Read-only: only queries are accepted.
+it, for the plain ``duckdb`` shell): ``sweep/analysis/views/compat.sql`` (the tables, every schema version
+read as the latest), ``macros.sql`` (statistics), the core views (``core.sql``, ``verdicts.sql``,
+``costs.sql``, ``kappa.sql``), then each question's own file beside its module (``sweep/questions/*.sql``, in
+the registry's order). Read-only: only queries are accepted.
 
 ``trials``, ``epochs`` and ``spaces`` may hold files of several schema versions: their files are
 ``trials_files``, ``epochs_files`` and ``spaces_files``, and ``compat.sql`` defines the tables over

@@ -171,7 +171,7 @@ PARETO_CAPTION = (
 
 def front_on(configs: list[dict], cost: str, mode: str) -> list[dict]:
     """The configs no other beats on both the score (by the metric's direction) and ``cost`` (lower): the
-    rule of core.sql's ``pareto``, on any cost column. Configs without that cost are left out."""
+    rule of costs.sql's ``pareto``, on any cost column. Configs without that cost are left out."""
     sign = -1 if mode == "min" else 1
     done = sorted(
         (c for c in configs if c["score_mean"] is not None and c.get(cost) is not None), key=lambda c: c[cost]

@@ -3,7 +3,10 @@
     compat.sql   the tables, every schema version read as the latest (and, for the plain ``duckdb`` shell
                  only, the tables' globs under ``results/``)
     macros.sql   statistics: t and F quantiles, Welch's degrees of freedom, verdict words, the gain sign
-    core.sql     the core views: configs, verdicts against the baseline, edges, Pareto, matched budgets, κ
+    core.sql     each space's settings, configs (seeds pooled), unlearned seeds, noise checks, infeasible
+    verdicts.sql every config against its baseline (vs_baseline) and the edges along depth and head_dim
+    costs.sql    at equal cost: the Pareto front and matched budgets
+    kappa.sql    κ against heads and against the score
     then each question's own file beside its module (``sweep/questions/*.sql``), in the registry's order.
 
 ``sweep sql --print-views`` prints :func:`views_text`, for ``duckdb -init``.
@@ -17,7 +20,8 @@ from pathlib import Path
 from sweep.questions import QUESTIONS
 
 VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
-CORE_FILES = ("compat.sql", "macros.sql", "core.sql")  # in this order, before the questions' own files
+# In this order, before the questions' own files
+CORE_FILES = ("compat.sql", "macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql")
 TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files")
 
 

@@ -5,9 +5,10 @@
 --   sweep sql --print-views > views.sql; duckdb -init views.sql
 --                                            (plain DuckDB shell, run from the folder that holds results/)
 --
--- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/analysis/views/compat.sql (the tables, every
--- schema version read as the latest), macros.sql (statistics), core.sql (the core views), then each question's
--- file beside its module (sweep/questions/*.sql, in the registry's order).
+-- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/analysis/views/compat.sql (the
+-- tables, every schema version read as the latest), macros.sql (statistics), the core views (core.sql,
+-- verdicts.sql, costs.sql, kappa.sql), then each question's file beside its module (sweep/questions/*.sql, in
+-- the registry's order).
 --
 -- Each space is judged on its headline metric (`metric.name` in its YAML: top1, accuracy, val_loss, ...),
 -- whose value is each trial's `score`, in the metric's own units and direction (`metric_mode`: max when

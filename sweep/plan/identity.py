@@ -42,7 +42,7 @@ COMMON_DATA_FIELDS = {
 SEQUENCE_DATA_FIELDS = {"listops": None}  # every token data set's record held ListOps' options, unset
 OMITTED_AT_DEFAULT = {
     # a data set's later fields, at the value that changes nothing ("a.b": field b of the option block a)
-    "data": {"source": "folder", "hub": None, "glue.hub": None, "corpus.hub": None},
+    "data": {"source": "folder", "hub": None, "glue.hub": None, "corpus.hub": None, "text.tokenizer_hub": None},
     "train": {"finetune": None, "compile": False, "channels_last": False, "eval_every_epochs": 1},
     "probes": {"probe_time_fraction": 0.02},
 }

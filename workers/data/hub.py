@@ -27,6 +27,10 @@ from workers.data.base import DataNotFoundError
 from workers.data.cache import files_identity, hash_key
 
 GATED = ("GatedRepoError",)
+# datasets turns huggingface_hub's RevisionNotFoundError into a DatasetNotFoundError with this message, and
+# re-raises it ``from None``: the message is all that is left to tell a wrong revision from a missing repo.
+REVISION_MISSING = ("RevisionNotFoundError",)
+REVISION_MISSING_MESSAGE = "Revision '"
 MISSING = ("RepositoryNotFoundError", "RevisionNotFoundError", "DatasetNotFoundError", "DataFilesNotFoundError")
 OFFLINE = ("OfflineModeIsEnabled", "LocalEntryNotFoundError", "ConnectionError", "ConnectError")
 
@@ -38,6 +42,15 @@ class HubSource(StrictModel):
     config: str | None = Field(default=None, description="the repository's config (subset); None: its default")
     revision: str = Field(min_length=1, description="a commit sha or tag, pinned so every trial reads the same data")
     splits: dict[str, str] = Field(default_factory=dict, description="this tool's split name → the repository's")
+
+
+class HubFile(StrictModel):
+    """One file of a repository on the Hub (a model's ``tokenizer.json``), at a pinned revision."""
+
+    repo: str = Field(min_length=1, description="repository id, e.g. openai-community/gpt2")
+    revision: str = Field(min_length=1, description="a commit sha or tag, pinned so every trial reads the same file")
+    filename: str = Field(default="tokenizer.json", min_length=1, description="the file's path in the repository")
+    repo_type: Literal["model", "dataset"] = Field(default="model", description="the repository's kind")
 
 
 def is_offline() -> bool:
@@ -82,10 +95,40 @@ def local_cache_dir(repo: str) -> str | None:
     return str(Path(datasets.config.HF_DATASETS_CACHE) / "local-folders" / key)
 
 
-def hub_error(exc: Exception, repo: str, source: HubSource, split: str, what: str) -> Exception:
-    """The one-line error for a Hub failure, or ``exc`` itself when it is not about finding the data."""
-    kinds = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
-    where = f"{repo}@{source.revision} (split {split!r})"
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it was raised from or while handling (``__cause__``, ``__context__``)."""
+    chain, todo = [], [exc]
+    while todo:
+        current = todo.pop()
+        if current is not None and all(current is not seen for seen in chain):
+            chain.append(current)
+            todo += [current.__cause__, current.__context__]
+    return chain
+
+
+def is_missing_revision(chain: list[BaseException]) -> bool:
+    """huggingface_hub's RevisionNotFoundError anywhere in the chain, or datasets' rewording of it."""
+    return any(
+        type(e).__name__ in REVISION_MISSING
+        or (type(e).__name__ == "DatasetNotFoundError" and str(e).startswith(REVISION_MISSING_MESSAGE))
+        for e in chain
+    )
+
+
+def hub_error(
+    exc: Exception, repo: str, source: HubSource | HubFile, split: str, what: str, part: str | None = None
+) -> Exception:
+    """The one-line error for a Hub failure, or ``exc`` itself when it is not about finding the data.
+    ``part`` names what was asked for when it is not a split (a file)."""
+    chain = exception_chain(exc)
+    kinds = {type(e).__name__ for e in chain}
+    part = part or f"split {split!r}"
+    where = f"{repo}@{source.revision} ({part})"
+    if is_missing_revision(chain):
+        return DataNotFoundError(
+            f"{what}: revision {source.revision} does not exist in {repo} on the Hub ({part}): pin a commit sha "
+            f"or tag of that repository (its history: https://huggingface.co/{hub_kind_path(source)}{repo}/commits)"
+        )
     if kinds & set(GATED):
         return DataNotFoundError(
             f"{what}: {where} is gated and access was refused: accept its terms on huggingface.co, then "
@@ -100,6 +143,32 @@ def hub_error(exc: Exception, repo: str, source: HubSource, split: str, what: st
     if kinds & set(MISSING):
         return DataNotFoundError(f"{what}: {where} was not found on the Hub ({exc}); check data.hub.repo and revision")
     return exc
+
+
+def hub_kind_path(source: HubSource | HubFile) -> str:
+    """The URL path prefix of the repository's kind: ``datasets/`` for a data set, nothing for a model."""
+    return "" if isinstance(source, HubFile) and source.repo_type == "model" else "datasets/"
+
+
+def hub_file(source: HubFile, what: str, download: bool) -> Path | None:
+    """The file's path in the ``huggingface_hub`` cache. ``download``: fetched when it is not cached (the offline
+    flags honoured; a failure is a one-line :class:`DataNotFoundError`); otherwise the cached copy or None,
+    so that planning never touches the network."""
+    import huggingface_hub
+
+    if not download:
+        cached = huggingface_hub.try_to_load_from_cache(
+            source.repo, source.filename, revision=source.revision, repo_type=source.repo_type
+        )
+        return Path(cached) if isinstance(cached, str) else None
+    try:
+        return Path(
+            huggingface_hub.hf_hub_download(
+                source.repo, source.filename, revision=source.revision, repo_type=source.repo_type
+            )
+        )
+    except Exception as exc:
+        raise hub_error(exc, source.repo, source, "", what, part=source.filename) from exc
 
 
 @dataclass(frozen=True)

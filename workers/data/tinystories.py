@@ -63,7 +63,7 @@ from workers.config import StrictModel
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, keep_first_rows
 from workers.data.batches import LMBatches
 from workers.data.cache import cache_dir
-from workers.data.hub import HubSourced
+from workers.data.hub import HubFile, HubSourced, hub_file
 from workers.data.splits import LMSplits
 from workers.data.text.documents import TextFiles, TextSource, find_layout, missing_layout, read_separated
 from workers.data.text.streams import cached_streams, next_token_windows
@@ -117,6 +117,8 @@ def story_tokenizer(source: TextSource, text: TextSpec, folder: Path) -> TextTok
     """The given tokenizer file (``data.text.tokenizer``, else the root's tokenizer.json), or a byte-level BPE
     trained on the training split (cached in ``folder``). A trained one keeps the size asked as its
     ``vocab_size`` (the model's and the ids' dtype's), and its description as its cache key."""
+    if text.tokenizer_hub is not None:  # fetched by `sweep data fetch`, read from the cache (offline flags honoured)
+        return read_story_tokenizer(hub_file(text.tokenizer_hub, "tinystories", download=True), text)
     given = given_tokenizer(text.tokenizer, source.root)
     if given is not None:
         if not given.is_file():
@@ -151,6 +153,9 @@ class TextSpec(StrictModel):
     the first that many token ids of each split's stream (None: the whole split)."""
 
     tokenizer: str | None = Field(default=None, description="tokenizer.json to read instead of training one")
+    tokenizer_hub: HubFile | None = Field(
+        default=None, description="a tokenizer.json from the Hub instead (repo, pinned revision), e.g. GPT-2's"
+    )
     vocab_size: int | None = Field(default=None, ge=257, description="trained tokenizer: 256 bytes + merges + 1")
     train_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the training text")
     val_tokens: int | None = Field(default=None, ge=2, description="token ids kept from the validation text")
@@ -163,6 +168,11 @@ class TextSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_tokenizer(self) -> TextSpec:
+        if self.tokenizer_hub is not None and (self.tokenizer is not None or self.vocab_size is not None):
+            raise ValueError(
+                "tokenizer_hub names the tokenizer; leave out tokenizer and vocab_size with it, but got "
+                f"(tokenizer={self.tokenizer!r}, vocab_size={self.vocab_size})"
+            )
         if self.tokenizer is not None and self.vocab_size is not None:
             raise ValueError(
                 "vocab_size is for a tokenizer trained here; a given tokenizer.json has its own, but got "
@@ -189,6 +199,8 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
         or ``tokenizer.json`` in the data root; when it is not there, ``text.expected_vocab_size``), else
         ``text.vocab_size`` (default ``TEXT_DEFAULT_VOCAB_SIZE``), the size of the tokenizer trained here."""
         text = self.text_options
+        if text.tokenizer_hub is not None:
+            return self.hub_tokenizer_vocab_size(text)
         path = given_tokenizer(text.tokenizer, self.optional_root() if self.source == "folder" else None)
         if path is not None and path.is_file():
             return read_story_tokenizer(path, text).vocab_size
@@ -201,6 +213,30 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
                 f"${TINYSTORIES_ROOT_ENV})"
             )
         return text.vocab_size or TEXT_DEFAULT_VOCAB_SIZE
+
+    def hub_tokenizer_vocab_size(self, text: TextSpec) -> int:
+        """The Hub tokenizer's size when it is in the cache, else ``text.expected_vocab_size``: planning never
+        downloads."""
+        cached = hub_file(text.tokenizer_hub, "tinystories", download=False)
+        if cached is not None:
+            return read_story_tokenizer(cached, text).vocab_size
+        if text.expected_vocab_size is not None:
+            return text.expected_vocab_size
+        hub = text.tokenizer_hub
+        raise FileNotFoundError(
+            f"tinystories: the tokenizer {hub.repo}@{hub.revision} ({hub.filename}) is not in the Hub cache, so the "
+            "vocabulary size cannot be known; run `sweep data fetch SPACE`, or set text.expected_vocab_size"
+        )
+
+    def fetch(self) -> list[str]:
+        """The splits' lines, and the Hub tokenizer's (downloaded, or found in the cache) when there is one."""
+        lines = super().fetch()
+        hub = self.text_options.tokenizer_hub
+        if hub is not None:
+            path = hub_file(hub, "tinystories", download=True)
+            size = read_story_tokenizer(path, self.text_options).vocab_size
+            lines.append(f"tinystories tokenizer: {size:,} ids, {path} (hub:{hub.repo}@{hub.revision})")
+        return lines
 
     def require_local(self) -> Path | None:
         if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load

@@ -309,3 +309,148 @@ def test_class_images_from_the_hub_batch_as_class_folders_do(tmp_path):
     assert images.shape == (3, 3, 32, 32) and set(labels.tolist()) <= {0, 1, 2}
     assert [labels.tolist() for _, labels in batches.val_batches(4)] == [[0, 1, 2, 0], [1, 2]]
     assert spec.data_identity() == f"hub:{repo.resolve()}@{REVISION}" and spec.require_local() is None
+
+
+def revision_not_found(repo: str, revision: str):
+    """The exception huggingface_hub raises when a repository exists and the revision does not (HTTP 404 with
+    the Hub's RevisionNotFound error code)."""
+    import httpx2
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    url = f"https://huggingface.co/datasets/{repo}/resolve/{revision}/README.md"
+    response = httpx2.Response(404, request=httpx2.Request("HEAD", url))
+    return RevisionNotFoundError(f"404 Client Error. Revision Not Found for url: {url}.", response=response)
+
+
+class HubWithoutThatRevision:
+    """Stands in for huggingface_hub's HfApi inside ``datasets.load``: every request at a revision fails as the
+    Hub fails for a revision the repository does not have; the rest of datasets' code path runs as it is."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def hf_hub_download(self, repo_id, filename, repo_type=None, revision=None, **kwargs):
+        raise revision_not_found(repo_id, revision)
+
+    def dataset_info(self, repo_id, revision=None, **kwargs):
+        raise revision_not_found(repo_id, revision)
+
+
+def test_a_revision_the_repository_does_not_have_is_one_line_naming_both(monkeypatch):
+    """datasets rewords the Hub's RevisionNotFoundError as a DatasetNotFoundError and drops its cause; the line
+    still says the revision does not exist, in which repository, and where to find its commits."""
+    import datasets.load
+
+    wrong = "0" * 40
+    monkeypatch.setattr(datasets.load, "_raise_if_offline_mode_is_enabled", lambda *args, **kwargs: None)
+    monkeypatch.setattr(datasets.load, "HfApi", HubWithoutThatRevision)
+    spec = data_spec(name="cifar10", source="hub", hub={"repo": "uoft-cs/cifar10", "revision": wrong})
+    with pytest.raises(DataNotFoundError) as caught:
+        spec.load_arrays()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message == (
+        f"cifar10: revision {wrong} does not exist in uoft-cs/cifar10 on the Hub (split 'train'): pin a commit "
+        "sha or tag of that repository (its history: https://huggingface.co/datasets/uoft-cs/cifar10/commits)"
+    )
+
+
+def test_a_tokenizer_at_a_revision_its_repository_lacks_is_one_line(monkeypatch):
+    import huggingface_hub
+
+    from workers.data.hub import HubFile, hub_file
+
+    wrong = "f" * 40
+
+    def refuse(repo_id, filename, revision=None, **kwargs):
+        raise revision_not_found(repo_id, revision)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    with pytest.raises(DataNotFoundError) as caught:
+        hub_file(HubFile(repo="openai-community/gpt2", revision=wrong), "tinystories", download=True)
+    assert str(caught.value) == (
+        f"tinystories: revision {wrong} does not exist in openai-community/gpt2 on the Hub (tokenizer.json): pin a "
+        "commit sha or tag of that repository (its history: https://huggingface.co/openai-community/gpt2/commits)"
+    )
+
+
+def test_a_hub_tokenizer_is_read_from_the_cache_and_planning_never_downloads(tmp_path, monkeypatch):
+    """Planning takes the stated size (the tokenizer is not cached: conftest's HF_HOME is empty and offline); a
+    trial reads the file hf_hub_download gives, and its size is the tokenizer's own."""
+    import huggingface_hub
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    from workers.data.tinystories import load_tinystories_streams
+
+    monkeypatch.setenv("SWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    vocab = {"<|endoftext|>": 0, **{chr(97 + i): i + 1 for i in range(26)}, "[UNK]": 27, " ": 28}
+    characters = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    characters.pre_tokenizer = pre_tokenizers.Split(Regex("."), "isolated")  # one token per character
+    characters.save(str(tmp_path / "tokenizer.json"))
+    asked = []
+    monkeypatch.setattr(
+        huggingface_hub,
+        "hf_hub_download",
+        lambda *args, **kwargs: asked.append(args) or str(tmp_path / "tokenizer.json"),
+    )
+    text = {"tokenizer_hub": {"repo": "openai-community/gpt2", "revision": "a" * 40}, "expected_vocab_size": 29}
+    spec = data_spec(
+        name="tinystories",
+        seq_len=4,
+        source="hub",
+        hub={"repo": str(text_repo(tmp_path / "repo")), "revision": REVISION},
+        text=text,
+    )
+    assert spec.vocab_size() == 29 and asked == []  # the stated size: nothing fetched to plan
+    streams, description, vocab_size = load_tinystories_streams(spec.text_source(), spec.text_options)
+    assert asked == [("openai-community/gpt2", "tokenizer.json")] and vocab_size == 29
+    assert description.endswith(str(tmp_path / "tokenizer.json"))
+    first_story = VAL_STORIES[0].strip()
+    expected = [vocab.get(c, 27) for c in first_story]
+    assert streams["val"][: len(expected)].tolist() == expected  # characters, not a tokenizer trained here
+
+
+PAPER_PROFILES = {  # space/profile: {where in data: (repository, config)}
+    "gpt2_tinystories/paper": {
+        "hub": ("roneneldan/TinyStories", None),
+        "text.tokenizer_hub": ("openai-community/gpt2", None),
+    },
+    "gpt2_tinystories/width": {
+        "hub": ("roneneldan/TinyStories", None),
+        "text.tokenizer_hub": ("openai-community/gpt2", None),
+    },
+    "gpt2_tinystories/breaks": {
+        "hub": ("roneneldan/TinyStories", None),
+        "text.tokenizer_hub": ("openai-community/gpt2", None),
+    },
+    "crammed_bert/paper": {"glue.hub": ("nyu-mll/glue", None)},
+    "crammed_bert/breaks": {"glue.hub": ("nyu-mll/glue", None)},
+    "c3_conditioning/gpu": {"hub": ("uoft-cs/cifar10", "plain_text")},
+}
+
+
+@pytest.mark.parametrize("key", sorted(PAPER_PROFILES))
+def test_each_paper_profile_reads_the_hub_at_a_pinned_commit(key):
+    from sweep.space.loader import load_space
+
+    name, profile = key.split("/")
+    data = load_space(name, profile)[1].data.model_dump()
+    for where, (repo, config) in PAPER_PROFILES[key].items():
+        block = data
+        for part in where.split("."):
+            block = block[part]
+        assert block["repo"] == repo and block.get("config") == config
+        assert len(block["revision"]) == 40 and int(block["revision"], 16) >= 0  # a commit sha, not a branch
+    if "hub" in PAPER_PROFILES[key]:
+        assert data["source"] == "hub"
+
+
+@pytest.mark.parametrize(
+    "key", ["gpt2_tinystories/smoke", "crammed_bert/smoke", "c3_conditioning/smoke", "c3_conditioning/cpu"]
+)
+def test_the_smoke_and_cpu_profiles_read_nothing_from_the_hub(key):
+    from sweep.space.loader import load_space
+
+    data = load_space(*key.split("/"))[1].data.model_dump()
+    assert data.get("source", "folder") != "hub" and data.get("hub") is None
+    assert (data.get("glue") or {}).get("hub") is None

@@ -263,9 +263,10 @@ def check_config(space, config, compile_: bool, available_bytes: int, done: dict
 # --- the whole preflight ---------------------------------------------------------------------------------
 
 
-def preflight(plan, space_ref: str, results, compile_: bool = False, nodes=None, log=sys.stderr) -> list[Row]:
+def preflight(plan, space_ref: str, results, compile_: bool = False, nodes=None, log=None) -> list[Row]:
     """Every check of the module docstring on ``plan``, a line on ``log`` as each finishes."""
     rows: list[Row] = []
+    log = log or sys.stderr
 
     def add(row: Row) -> None:
         rows.append(row)

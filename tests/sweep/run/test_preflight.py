@@ -4,6 +4,7 @@ through the CLI."""
 
 from pathlib import Path
 
+import pytest
 import timm.models.vision_transformer as vision_transformer
 import torch
 import yaml
@@ -109,6 +110,7 @@ def test_too_big_for_memory_builds_on_meta_and_steps_a_one_block_copy(tmp_path):
     assert row.checked.startswith("meta build + params; 1 step + probes on a 1-block copy")
 
 
+@pytest.mark.slow
 def test_the_smoke_profile_of_a_small_space_passes_through_the_cli(tmp_path, capsys):
     code = main(["preflight", "mqar_recall", "--profile", "smoke", "--results", str(tmp_path / "results")])
     captured = capsys.readouterr()

@@ -3,6 +3,7 @@
     sweep run SPACE [--profile P] [--seeds N|a,b,c] [--results DIR|s3://bucket/prefix|gs://bucket/prefix]
                    [--log mlflow|tensorboard|wandb …] [--trials N] [--fresh]
     sweep plan SPACE [--profile P] [--format table|csv|json]
+    sweep preflight SPACE [--profile P] [--results DIR|s3://…] [--compile]
     sweep spaces
     sweep validate SPACE|FILE [--profile P]
     sweep sql "QUERY" [--results DIR] [--format table|csv|json] [--tolerance X]

@@ -23,7 +23,7 @@ from sweep.cli.results import (
     cmd_sql,
     parse_results,
 )
-from sweep.cli.run import cmd_rerun, cmd_run, parse_trials
+from sweep.cli.run import cmd_preflight, cmd_rerun, cmd_run, parse_trials
 from sweep.cli.theory import cmd_kappa_theory
 
 DEFAULT_SPACE = "mqar_recall"  # its default profile, cpu, answers on 2 cores in under 10 minutes
@@ -136,6 +136,18 @@ def add_run_parsers(sub) -> None:
     rerun.add_argument("--top-k", type=int, help="K for --select top-k")
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
     rerun.set_defaults(func=cmd_rerun)
+
+    preflight = sub.add_parser(
+        "preflight",
+        help="before GPU hours: one step and every probe of each config on CPU (bf16 autocast), data, results, "
+        "resources",
+    )
+    preflight.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
+    preflight.add_argument("--profile", help=PROFILE_HELP)
+    preflight.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
+    preflight.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
+    preflight.add_argument("--compile", action="store_true", help="also run each step through torch.compile")
+    preflight.set_defaults(func=cmd_preflight)
 
 
 def add_plan_parsers(sub) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from sweep.errors import SweepError, UsageError
@@ -254,3 +255,26 @@ def compact_after_sweep(results, space: str) -> None:
         return
     if outcome.written or outcome.leftovers or outcome.skipped:
         print(f"[sweep] compacted {outcome.words()}", file=sys.stderr)
+
+
+def cmd_preflight(args) -> int:
+    """``sweep preflight``: every check of ``sweep/run/preflight.py`` on the plan; non-zero on any problem."""
+    from sweep.run.preflight import format_rows, preflight
+
+    plan = load_plan(args)
+    started = time.perf_counter()
+    print(
+        f"[preflight] {plan.space_name} (profile {plan.profile or 'none'}): {len(plan.configs)} configs, "
+        f"results {args.results}",
+        file=sys.stderr,
+    )
+    rows = preflight(plan, args.space, args.results, compile_=args.compile)
+    print(format_rows(rows))
+    problems = [row for row in rows if not row.ok]
+    wall_s = time.perf_counter() - started
+    if problems:
+        print(f"[preflight] {len(problems)} of {len(rows)} checks failed in {wall_s:.0f}s; fix them before `sweep run`",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    print(f"[preflight] all {len(rows)} checks passed in {wall_s:.0f}s", file=sys.stderr)
+    return 0

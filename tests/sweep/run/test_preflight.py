@@ -1,0 +1,122 @@
+"""``sweep preflight`` (sweep/run/preflight.py): one test per failure class it claims to catch, each a one-line
+problem in its row before any trial of a sweep starts, and the shipped smoke profile of a small space passing
+through the CLI."""
+
+from pathlib import Path
+
+import pytest
+import timm.models.vision_transformer as vision_transformer
+import torch
+import yaml
+
+from sweep.cli import main
+from sweep.cli.parsers import build_parser
+from sweep.cli.run import load_plan
+from sweep.results.storage import ObjectStore
+from sweep.run.preflight import check_config, check_results_row, preflight, resource_problem, runs_full_size
+from sweep.space.model import Resources
+from tests.sweep.results.test_storage_buckets import s3_server  # noqa: F401  (the S3-compatible server fixture)
+
+PLENTY_BYTES = 64 * 2**30
+
+
+def digits_plan(*extra: str):
+    args = build_parser().parse_args(["plan", "local_digits", "--profile", "quick", *extra])
+    return load_plan(args)
+
+
+def zeta_on_logits(monkeypatch):
+    """ViT's head followed by Hurwitz's zeta of its logits: ``torch.special.zeta`` has no bfloat16 CPU kernel
+    (and autocast leaves it alone), so the forward works in fp32 and fails only where autocast made the
+    logits bf16."""
+    original = vision_transformer.VisionTransformer.forward_head
+
+    def forward_head(self, x, pre_logits=False):
+        logits = original(self, x, pre_logits)
+        torch.special.zeta(logits, logits)
+        return logits
+
+    monkeypatch.setattr(vision_transformer.VisionTransformer, "forward_head", forward_head)
+
+
+def test_a_dtype_error_only_under_bf16_autocast_is_caught(monkeypatch):
+    zeta_on_logits(monkeypatch)
+    plan = digits_plan()
+    config = plan.configs[0]
+    bf16 = check_config(plan.space, config, False, PLENTY_BYTES, {})
+    assert bf16.problem is not None and "\n" not in bf16.problem
+    assert "BFloat16" in bf16.problem, bf16.problem
+    fp32_space = plan.space.model_copy(update={"train": plan.space.train.model_copy(update={"amp_bf16": False})})
+    fp32 = check_config(fp32_space, config, False, PLENTY_BYTES, {})
+    assert fp32.ok, fp32.problem  # the same config passes at fp32: only the bf16 path has the error
+    assert "bf16 autocast" in bf16.checked and "fp32" in fp32.checked
+
+
+def test_a_missing_data_folder_fails_the_data_row_and_every_config(tmp_path, capsys):
+    space = yaml.safe_load(Path("search_spaces/local_digits.yaml").read_text())
+    space["data"] = {"name": "imagefolder", "root": str(tmp_path / "no-such-folder"), "num_classes": 10}
+    space["model"].update(patch_size=16)
+    space["axes"] = {"depth": [4], "num_heads": [1, 4]}
+    path = tmp_path / "missing.yaml"
+    path.write_text(yaml.safe_dump(space))
+    code = main(["preflight", str(path), "--profile", "quick", "--results", str(tmp_path / "results")])
+    out = capsys.readouterr().out
+    assert code == 1
+    data_row = next(line for line in out.splitlines() if line.startswith("data "))
+    assert "no-such-folder" in data_row
+    assert out.count("not run: the data check failed") == 4  # the quick profile: depths 1 and 4
+
+
+def test_an_unwritable_bucket_and_folder_are_caught(s3_server, tmp_path):  # noqa: F811
+    row = check_results_row(ObjectStore("s3://no-such-bucket/sweeps"))
+    assert row.problem is not None and "\n" not in row.problem
+    assert row.problem.startswith("cannot write to s3://no-such-bucket/sweeps")
+    assert check_results_row(ObjectStore("s3://sweep-results/preflight")).ok
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    row = check_results_row(blocker / "results")
+    assert row.problem is not None and "\n" not in row.problem and str(blocker) in row.problem
+
+
+def test_a_trial_needing_more_gpus_than_any_node_has_is_caught():
+    nodes = [{"CPU": 32.0, "GPU": 2.0}, {"CPU": 32.0, "GPU": 1.0}]
+    problem = resource_problem(Resources(gpus_per_trial=4), "the test cluster", nodes)
+    assert problem is not None and "\n" not in problem
+    assert "needs 4 GPUs" in problem and "more than 2" in problem
+    assert resource_problem(Resources(gpus_per_trial=2), "the test cluster", nodes) is None
+    # data-parallel: each of 2 workers takes 2 GPUs, which one node holds
+    assert resource_problem(Resources(cpus_per_trial=4, gpus_per_trial=4, workers_per_trial=2), "c", nodes) is None
+    assert "64 CPUs" in resource_problem(Resources(cpus_per_trial=64), "the test cluster", nodes)
+
+
+def test_resources_row_fails_the_preflight(tmp_path):
+    plan = digits_plan()
+    plan.space = plan.space.model_copy(update={"resources": Resources(gpus_per_trial=8)})
+    plan.configs = plan.configs[:1]
+    rows = preflight(plan, "local_digits", tmp_path, nodes=("the test cluster", [{"CPU": 8.0, "GPU": 4.0}]))
+    problems = {row.config_id: row.problem for row in rows if not row.ok}
+    assert list(problems) == ["resources"]
+    assert "needs 8 GPUs" in problems["resources"]
+
+
+def test_too_big_for_memory_builds_on_meta_and_steps_a_one_block_copy(tmp_path):
+    plan = digits_plan()
+    config = max(plan.configs, key=lambda c: c.shape.depth)
+    assert config.shape.depth == 4
+    small_bytes = config.params * 16  # training bytes over half of it: not run at full size
+    assert not runs_full_size(config, small_bytes)
+    row = check_config(plan.space, config, False, small_bytes, {})
+    assert row.ok, row.problem
+    assert row.checked.startswith("meta build + params; 1 step + probes on a 1-block copy")
+
+
+@pytest.mark.slow
+def test_the_smoke_profile_of_a_small_space_passes_through_the_cli(tmp_path, capsys):
+    code = main(["preflight", "mqar_recall", "--profile", "smoke", "--results", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out
+    plan = load_plan(build_parser().parse_args(["plan", "mqar_recall", "--profile", "smoke"]))
+    rows = captured.out.splitlines()[1:]
+    assert len(rows) == len(plan.configs) + 3 and all(line.rstrip().endswith("ok") for line in rows)
+    assert captured.err.count("[preflight] ") == len(rows) + 2  # a line per check, a first and a last
+    assert not any((tmp_path / "results").iterdir())  # the probe object is gone

@@ -58,7 +58,8 @@ class BudgetSummary:
         )
         if not self.stopped:
             return head
-        not_started = f"{self.not_started} trials not started (a larger budget runs them)"
+        trials = "trial" if self.not_started == 1 else "trials"
+        not_started = f"{self.not_started} {trials} not started (a larger budget runs them)"
         return f"{head}; stopped scheduling at the budget: {not_started}"
 
 

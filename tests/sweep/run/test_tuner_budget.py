@@ -83,3 +83,20 @@ def test_a_budget_stops_scheduling_and_a_larger_one_finishes_the_rest(tmp_path, 
         assert 0.0 < later["device_s"] <= clock.seconds[trial_id], (later, clock.seconds[trial_id])
     spent_h = sum(r["device_s"] for r in after.values()) / 3600
     assert f"budget: {spent_h:.4g} of --max-gpu-hours 1000" in err, err
+
+
+@pytest.mark.slow
+def test_an_optuna_search_stops_at_its_budget_and_resumes_with_a_larger_one(tmp_path, local_ray, capsys):
+    path = tmp_path / "searched.yaml"
+    # two configs at the search's seed: an Optuna budget of two trials, one before the budget stops it
+    path.write_text(textwrap.dedent(SPACE + "search: {kind: optuna, sampler: tpe, num_trials: 2}\n"))
+    results = tmp_path / "results"
+    run = ["run", str(path), "--results", str(results), "--quiet", "--max-gpu-hours"]
+    assert main([*run, str(0.1 / 3600)]) == 0
+    assert "stopped scheduling at the budget: 1 trial not started" in capsys.readouterr().err
+    first = rows(results)
+    assert len(first) == 1 and all(r["status"] == "ok" and r["device_s"] > 0 for r in first.values())
+    assert main([*run, "1000"]) == 0
+    after = rows(results)
+    assert len(after) == 2 and all(after[trial_id] == row for trial_id, row in first.items())
+    assert len({r["config_id"] for r in after.values()}) == 2  # both configs, none trained twice

@@ -26,8 +26,14 @@ FROM spaces GROUP BY space;
 -- is at chance (at_chance above: the config did not learn); n_at_chance: finished seeds each at chance;
 -- n_unlearned: seeds at chance while another seed of the same config learned (0 when none learned): seeds
 -- that failed where their siblings did not, each listed in unlearned_seeds.
+-- device_s_total: what the config cost, in device-seconds (trials.device_s: wall × GPUs, or CPUs without a GPU),
+-- summed over every row of it, failed and repeated ones included (they spent their devices too); NULL when none of
+-- its rows recorded device_s (written before it was).
 CREATE OR REPLACE VIEW configs AS
-WITH one_row_per_seed AS (
+WITH cost AS (
+    SELECT space, config_id, metric, sum(device_s) AS device_s_total FROM trials GROUP BY space, config_id, metric
+),
+one_row_per_seed AS (
     SELECT * FROM trials WHERE status = 'ok'
     QUALIFY row_number() OVER (
         PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
@@ -83,8 +89,9 @@ SELECT
     max(kv_cache_bytes_per_token) AS kv_cache_bytes_per_token,
     avg(token_latency_ms) FILTER (WHERE status = 'ok') AS token_latency_ms,
     -- seconds of training per sample: 1 / train_samples_per_s of each finished seed, averaged over them
-    avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
-FROM one_row_per_seed
+    avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample,
+    any_value(cost.device_s_total) AS device_s_total
+FROM one_row_per_seed LEFT JOIN cost USING (space, config_id, metric)
 GROUP BY space, config_id, metric;
 
 -- unlearned_seeds: a seed that failed to learn while its siblings did. One row per finished seed (its latest
@@ -266,6 +273,7 @@ LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM spa
 --                while a sibling learned (configs.n_unlearned; each is a row of unlearned_seeds)
 --   gain, gain_lo, gain_hi: the same difference signed so that positive is better (−delta for min), on
 --   which the verdict is one rule: holds when gain_lo ≥ −tolerance, breaks when gain_hi < −tolerance.
+--   device_hours: what the config's verdict cost, configs.device_s_total / 3600 (every trial of the config)
 CREATE OR REPLACE MACRO vs_baseline_at(fixed_tolerance) AS TABLE
 WITH base AS (
     SELECT space, metric, family, config_id AS b_config_id, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
@@ -330,6 +338,7 @@ SELECT
     100.0 * (peak_mem_bytes - b_mem) / b_mem AS delta_mem_pct,
     params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean,
     kv_cache_bytes_per_token, token_latency_ms,
+    device_s_total / 3600 AS device_hours,  -- what this config's verdict cost: its trials' device-hours, all of them
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
     chance_score, at_chance, b_at_chance AS baseline_at_chance, n_unlearned, b_unlearned AS baseline_unlearned,
     CASE method

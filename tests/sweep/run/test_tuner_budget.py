@@ -48,9 +48,9 @@ def test_a_budget_stops_scheduling_and_a_larger_one_finishes_the_rest(tmp_path, 
     )
     run = ["run", str(path), "--results", str(results), "--quiet", "--max-gpu-hours"]
 
-    # 0.1 device-seconds: the first trial starts (nothing is spent yet), and spends more than that
+    # a millisecond: the first trial starts (nothing is spent yet) and spends more than that (a warm one: ~60 ms)
     outer_started = time.monotonic()
-    assert main([*run, str(0.1 / 3600)]) == 0
+    assert main([*run, str(0.001 / 3600)]) == 0
     outer_s = time.monotonic() - outer_started
     first = rows(results)
     assert len(first) == 1, first
@@ -60,12 +60,12 @@ def test_a_budget_stops_scheduling_and_a_larger_one_finishes_the_rest(tmp_path, 
     # against the driver's clock: the worker's wall time is inside the driver's start-to-end of the trial
     driver_s = clock.seconds[row["trial_id"]]
     assert 0.0 < row["device_s"] <= driver_s <= outer_s
-    assert row["device_s"] >= 0.5 * driver_s, (row["device_s"], driver_s)  # the trial is most of its span
+    assert driver_s - row["device_s"] < 5.0, (row["device_s"], driver_s)  # Tune's start and stop around the trial
     err = capsys.readouterr().err
     assert "stopped scheduling at the budget: 3 trials not started" in err, err
 
     # the budget is spent already: nothing starts, the row stays
-    assert main([*run, str(0.1 / 3600)]) == 0
+    assert main([*run, str(0.001 / 3600)]) == 0
     assert "already recorded" in capsys.readouterr().err
     assert rows(results) == first
 
@@ -92,7 +92,7 @@ def test_an_optuna_search_stops_at_its_budget_and_resumes_with_a_larger_one(tmp_
     path.write_text(textwrap.dedent(SPACE + "search: {kind: optuna, sampler: tpe, num_trials: 2}\n"))
     results = tmp_path / "results"
     run = ["run", str(path), "--results", str(results), "--quiet", "--max-gpu-hours"]
-    assert main([*run, str(0.1 / 3600)]) == 0
+    assert main([*run, str(0.001 / 3600)]) == 0
     assert "stopped scheduling at the budget: 1 trial not started" in capsys.readouterr().err
     first = rows(results)
     assert len(first) == 1 and all(r["status"] == "ok" and r["device_s"] > 0 for r in first.values())

@@ -83,6 +83,16 @@ def add_gpu_check_parser(sub) -> None:
     gpu.set_defaults(func=cmd_gpu_check)
 
 
+def parse_hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of hours (0.5, 120), got {text!r}") from None
+    if not hours > 0 or hours == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of hours, got {text!r}")
+    return hours
+
+
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by the commands that launch trials (run, rerun)."""
     parser.add_argument("space", nargs="?", default=DEFAULT_SPACE, help=SPACE_HELP)
@@ -103,6 +113,13 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
         "--trials",
         type=parse_trials,
         help="an Optuna search: train N more trials now (default: what its num_trials has left)",
+    )
+    parser.add_argument(
+        "--max-gpu-hours",
+        type=parse_hours,
+        metavar="H",
+        help="start no trial once the space's recorded device-hours plus the running trials' would pass H "
+        "(GPU-hours; CPU-hours for trials without a GPU); a later run with a larger H continues",
     )
     parser.add_argument(
         "--log",

@@ -186,7 +186,7 @@ def rerun_inconclusive(args, check_data) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         open_ = open_verdicts(plan, args.results)
         opened, spent = len(open_), 0
-        while open_ and spent < args.budget:
+        while open_ and spent < args.budget and not budget_spent(args, plan.space_name):
             planned = next_round(plan, args.results, open_, args.budget - spent)
             print(f"{prefix}, {describe_round(open_, planned, args.budget - spent)}", file=sys.stderr)
             if args.dry_run:
@@ -208,13 +208,22 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
 
     grid = plan.space.search.kind == "grid"
     count = len(plan.trials()) if grid else trials
+    if budget_spent(args, plan.space_name):
+        return 0
     print(
         f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
         f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
         file=sys.stderr,
     )
     outcome = run_sweep(
-        plan, args.results, args.space, progress=not args.quiet, record=record, trials=trials, verbose=args.verbose
+        plan,
+        args.results,
+        args.space,
+        progress=not args.quiet,
+        record=record,
+        trials=trials,
+        verbose=args.verbose,
+        max_gpu_hours=getattr(args, "max_gpu_hours", None),
     )
     summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses.items())) or "nothing"
     print(
@@ -223,12 +232,32 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
     )
     if outcome.study is not None:
         print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
+    if outcome.budget is not None:
+        print(f"[sweep] {outcome.budget.words()}", file=sys.stderr)
     print(
         f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
         file=sys.stderr,
     )
     compact_after_sweep(args.results, plan.space_name)
     return 0
+
+
+def budget_spent(args, space: str) -> bool:
+    """Whether ``--max-gpu-hours`` is already spent by what the results record (said in one line): then nothing
+    starts, not even Ray."""
+    if getattr(args, "max_gpu_hours", None) is None:
+        return False
+    from sweep.run.budget import recorded_device_s
+
+    recorded_s, _ = recorded_device_s(args.results, space)
+    if recorded_s < args.max_gpu_hours * 3600:
+        return False
+    print(
+        f"[sweep] budget: {recorded_s / 3600:.4g} of --max-gpu-hours {args.max_gpu_hours:.4g} device-hours already "
+        f"recorded for {space}; nothing started (a larger budget runs what is missing)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def describe_study(study, budget: int) -> str:

@@ -273,6 +273,11 @@ def worker_config(space: Space, model: dict, seed: int) -> dict:
     }
 
 
+def devices_held(resources) -> float:
+    """The devices a trial holds, for its ``device_s``: its GPUs, or its CPUs when it reserves no GPU."""
+    return resources.gpus_per_trial if resources.gpus_per_trial > 0 else resources.cpus_per_trial
+
+
 def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
     """What one Ray trial receives: the worker config plus the identity the sink records."""
     return {
@@ -290,6 +295,7 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
         "control": config.control,  # the control arm's label (trials.control); None for the grid's configs
+        "devices_held": devices_held(plan.space.resources),  # what device_s multiplies (sweep/results/schema.py)
         "trial_config": worker_config(plan.space, config.model, seed),
     }
 

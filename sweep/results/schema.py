@@ -152,6 +152,14 @@ def trials_schema() -> pa.Schema:
         # Workers that trained the trial data-parallel (1: one process). With N > 1 train_samples_per_s is summed
         # over them, peak_mem_bytes is one worker's (batch_size / N), scores and κ rank 0's (workers/distributed.py).
         ("workers_per_trial", pa.int32()),
+        # What the trial held and for how long (the budget of `--max-gpu-hours` sums device_s). devices_held: the
+        # GPUs its resources reserved (resources.gpus_per_trial, fractions kept), or its CPUs (cpus_per_trial) when it
+        # reserved no GPU. device_s = wall seconds × devices_held: GPU-seconds for a GPU trial, CPU-seconds for a CPU
+        # one. The wall seconds are the record's wall_s (every attempt's, from the worker) when the trial reported
+        # its record, else the driver's from the trial's first start to its row being written (a trial stopped
+        # early or lost). NULL in rows written before it was recorded.
+        ("devices_held", pa.float64()),
+        ("device_s", pa.float64()),
     ])  # fmt: skip
 
 

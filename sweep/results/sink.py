@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,7 +33,7 @@ DRIVER_COLUMNS = frozenset({
     "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",
     "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "head_dim_rule", "metric", "metric_mode",
     "score", "budget_way", "budget_target_params", "restarts", "node_id", "git_sha", "trial_config", "control",
-    "chance_score",
+    "chance_score", "devices_held", "device_s",
 })  # fmt: skip
 # Every other trials column is taken from the worker's record (sweep/results/schema.py is the one list of columns).
 RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
@@ -115,6 +116,15 @@ def warn_unknown_keys(record: dict) -> None:
         log.warning("trial record keys with no trials column (not written): %s; add them to sweep/results/schema.py", unknown)
 
 
+def device_seconds(devices_held: float | None, record_wall_s: float | None, driver_wall_s: float | None) -> dict:
+    """``devices_held`` and ``device_s`` (sweep/results/schema.py): wall seconds × devices held, the wall seconds
+    the worker's record (every attempt's) or else the driver's; NULL where either factor is unknown (a payload from
+    before devices were planned)."""
+    wall_s = record_wall_s if record_wall_s is not None else driver_wall_s
+    device_s = wall_s * devices_held if devices_held is not None and wall_s is not None else None
+    return {"devices_held": devices_held, "device_s": device_s}
+
+
 class TrialRows:
     """Build a trial's rows for the three tables from its plan payload and what the worker reported."""
 
@@ -135,7 +145,17 @@ class TrialRows:
             "seed": p["seed"],
         }
 
-    def trial_row(self, record: dict | None, epochs: list[dict], status: str, error: str | None, restarts: int) -> dict:
+    def trial_row(
+        self,
+        record: dict | None,
+        epochs: list[dict],
+        status: str,
+        error: str | None,
+        restarts: int,
+        driver_wall_s: float | None = None,
+    ) -> dict:
+        """``driver_wall_s``: the driver's seconds from the trial's first start to now, the wall time of
+        ``device_s`` when the record has none (a trial stopped early or lost)."""
         p = self.payload
         row = {
             **self.identity(),
@@ -165,6 +185,7 @@ class TrialRows:
             if kappas:
                 row.update(kappa_mean=kappas[-1]["kappa_mean"], kappa_max=kappas[-1]["kappa_max"])
         row.update(status=status, error=error)
+        row.update(device_seconds(p.get("devices_held"), (record or {}).get("wall_s"), driver_wall_s))
         row["started_at"], row["finished_at"] = (
             parse_time(row.get("started_at")),
             parse_time(row.get("finished_at")),
@@ -190,7 +211,12 @@ class ParquetSink(tune.Callback):
         self._epochs: dict[str, dict[int, dict]] = {}  # by epoch: a restarted trial may report one again
         self._kappa: dict[str, list[dict]] = {}
         self._nodes: dict[str, str] = {}  # trial_id -> Ray node that ran it last
+        self._started: dict[str, float] = {}  # trial_id -> time.monotonic() at its first start
         self.written: dict[str, str] = {}  # trial_id -> status
+        self.device_s: dict[str, float] = {}  # trial_id -> the device_s of its row (sweep/run/budget.py sums them)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._started.setdefault(trial.trial_id, time.monotonic())
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if "record" in result:
@@ -225,7 +251,9 @@ class ParquetSink(tune.Callback):
         record = self._records.pop(trial.trial_id, None)
         epochs = record["epochs"] if record else [v for _, v in sorted(self._epochs.get(trial.trial_id, {}).items())]
         kappa = record["kappa"] if record else self._kappa.get(trial.trial_id, [])
-        trial_row = rows.trial_row(record, epochs, status, error, restarts=trial.num_failures)
+        started = self._started.get(trial.trial_id)
+        driver_wall_s = time.monotonic() - started if started is not None else None
+        trial_row = rows.trial_row(record, epochs, status, error, trial.num_failures, driver_wall_s)
         trial_row["node_id"] = self._nodes.get(trial.trial_id)
         tables = {
             "trials": [trial_row],
@@ -247,6 +275,8 @@ class ParquetSink(tune.Callback):
         self._epochs.pop(trial.trial_id, None)
         self._kappa.pop(trial.trial_id, None)
         self.written[trial.trial_id] = status
+        if trial_row["device_s"] is not None:
+            self.device_s[trial.trial_id] = trial_row["device_s"]
 
 
 def error_message(trial) -> str:

@@ -23,10 +23,11 @@ from ray.tune.schedulers import ASHAScheduler
 
 from sweep.errors import DataLoadError
 from sweep.metrics import record_key
-from sweep.plan.plan import Plan
+from sweep.plan.plan import Plan, devices_held
 from sweep.questions import QUESTIONS
 from sweep.results.sink import ParquetSink, record_space
 from sweep.results.storage import resolved, tune_storage
+from sweep.run.budget import BudgetLimiter, BudgetSummary, PlannedTrials, recorded_device_s
 from sweep.run.progress import ProgressLine
 from sweep.run.rerun import SearchRecord, search_record
 from sweep.run.search import ResumedSearch, StudySummary, make_searcher
@@ -59,6 +60,7 @@ class SweepOutcome:
     wall_s: float
     results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
     study: StudySummary | None = None  # an Optuna search's study and what it did
+    budget: BudgetSummary | None = None  # --max-gpu-hours: what was spent and what was not started
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -245,12 +247,13 @@ def trial_resources(resources: Resources) -> tuple[dict, dict]:
     return {"cpu": DRIVER_CPUS}, {"workers": plan}
 
 
-def concurrent_trials(resources: Resources) -> int | None:
-    """``max_concurrent_trials``: the space's; else, for data-parallel trials, as many as the cluster's
-    CPUs and GPUs hold whole trials (at least 1). Tune would otherwise start a driver for every trial at
-    once (each reserves only :data:`~workers.distributed.DRIVER_CPUS`), and their Ray Train runs would
-    wait on one another for workers."""
-    if resources.max_concurrent_trials is not None or resources.workers_per_trial == 1:
+def concurrent_trials(resources: Resources, budgeted: bool = False) -> int | None:
+    """``max_concurrent_trials``: the space's; else, for data-parallel trials or a budgeted run, as many as the
+    cluster's CPUs and GPUs hold whole trials (at least 1). Tune would otherwise start a driver for every
+    data-parallel trial at once (each reserves only :data:`~workers.distributed.DRIVER_CPUS`), and their Ray
+    Train runs would wait on one another for workers; and it would create trials ahead of free slots, before a
+    budget (sweep/run/budget.py) could see what the running ones spend."""
+    if resources.max_concurrent_trials is not None or (resources.workers_per_trial == 1 and not budgeted):
         return resources.max_concurrent_trials
     cluster = ray.cluster_resources()
     fits = [cluster.get("CPU", 0.0) // resources.cpus_per_trial]
@@ -270,11 +273,12 @@ def build_tuner(
     callbacks: list,
     reuse_actors: bool,
     data_parallel: bool,
-    search: tuple[ResumedSearch, int] | None = None,
+    search: tuple[ResumedSearch | BudgetLimiter, int] | None = None,
     verbosity: int = 0,
 ) -> tune.Tuner:
-    """``search``: an Optuna search's searcher and how many trials it trains (None for a grid); ``verbosity``:
-    Tune's (:func:`configure_output`)."""
+    """``search``: the searcher (an Optuna search's, or a budget's over either kind) and how many trials it hands
+    out (None: a grid without a budget, run as ``tune.grid_search``); ``verbosity``: Tune's
+    (:func:`configure_output`)."""
     searcher, trials = search if search is not None else (None, 1)
     return tune.Tuner(
         trainable,
@@ -283,7 +287,7 @@ def build_tuner(
             search_alg=searcher,
             scheduler=make_scheduler(plan),
             num_samples=trials,
-            max_concurrent_trials=concurrent_trials(plan.space.resources),
+            max_concurrent_trials=concurrent_trials(plan.space.resources, isinstance(searcher, BudgetLimiter)),
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
             # A data-parallel trial's process only drives its workers (fresh processes either way), and
@@ -354,6 +358,7 @@ def run_sweep(
     record: SearchRecord | None = None,
     trials: int | None = None,
     verbose: bool = False,
+    max_gpu_hours: float | None = None,
 ) -> SweepOutcome:
     """Run every trial of ``plan`` (or the Optuna budget) and write their rows under ``results_dir``.
 
@@ -365,6 +370,7 @@ def run_sweep(
     ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
     Off, every trial keeps the node its actor was placed on: with reuse on, Tune hands a trial whose
     actor is still starting to an idle cached actor instead, wherever that one is.
+    ``max_gpu_hours``: stop starting trials at this budget of the space's device-hours (sweep/run/budget.py).
     """
     validation.check_data(plan.space, space_ref)
     results_dir = resolved(results_dir)  # a folder made absolute, or an object-store prefix
@@ -384,9 +390,11 @@ def run_sweep(
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters
-    search = None if grid else (make_searcher(plan, record), trials)
+    searcher = None if grid else make_searcher(plan, record)
     total = len(plan.trials()) if grid else trials
     sink = ParquetSink(results_dir, sweep_id)
+    limiter = None if max_gpu_hours is None else budget_limiter(plan, results_dir, sink, searcher, max_gpu_hours, total)
+    search = (limiter, total) if limiter is not None else (None if grid else (searcher, trials))
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
     tuner = build_tuner(
@@ -394,5 +402,17 @@ def run_sweep(
     )
     tuner.fit()
     statuses = count_statuses(sink.written)
-    study = search[0].summary() if search else None  # Tune drives the searcher it was given, in this process
-    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study)
+    study = searcher.summary() if searcher else None  # Tune drives the searcher it was given, in this process
+    budget = limiter.summary() if limiter else None
+    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study, budget)
+
+
+def budget_limiter(
+    plan: Plan, results_dir, sink: ParquetSink, searcher, max_gpu_hours: float, planned: int
+) -> BudgetLimiter:
+    """The run's ``planned`` trials (``searcher``'s, or the grid's in plan order) handed out while ``max_gpu_hours``
+    lasts."""
+    recorded_s, recorded_rows = recorded_device_s(results_dir, plan.space_name)
+    inner = searcher if searcher is not None else PlannedTrials(plan.trials())
+    held = devices_held(plan.space.resources)
+    return BudgetLimiter(inner, sink, max_gpu_hours * 3600, recorded_s, recorded_rows, held, planned)

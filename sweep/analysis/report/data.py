@@ -45,6 +45,7 @@ class ReportData:
     unlearned: list[dict]  # FROM unlearned_seeds: seeds at chance whose siblings learned
     tokens_per_sample: list[int]  # the distinct num_tokens its trials recorded
     data_wait_fractions: list[float]  # each trial's, where recorded
+    device_s: list[float | None]  # each trial's device-seconds (trials.device_s), None where not recorded
 
 
 def count_trials(con, space: str) -> int:
@@ -75,6 +76,11 @@ def data_wait_fractions(con, space: str) -> list[float]:
     ).fetchall()]  # fmt: skip
 
 
+def device_seconds(con, space: str) -> list[float | None]:
+    """Each of the space's trials' ``device_s`` (None for a row from before it was recorded)."""
+    return [row[0] for row in con.execute("SELECT device_s FROM trials WHERE space = ?", [space]).fetchall()]
+
+
 def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
     """Query every view the report reads, once."""
     key = (space, headline.name)
@@ -101,4 +107,5 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         unlearned=query(con, f"FROM unlearned_seeds {on_metric}", *key),
         tokens_per_sample=tokens_per_sample(con, space),
         data_wait_fractions=data_wait_fractions(con, space),
+        device_s=device_seconds(con, space),
     )

@@ -26,6 +26,7 @@ from sweep.analysis.report.tables import (
     INFEASIBLE_COLUMNS,
     KAPPA_COLUMNS,
     VERDICT_COLUMNS,
+    cost_sentence,
     markdown_table,
 )
 from sweep.analysis.sql import connect
@@ -97,6 +98,7 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
         parts.append(extra)
     parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
     parts.append("\n## Every config against the baseline\n")
+    parts.append(cost_sentence(data.device_s))
     parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, DECODING_COLUMNS)))
     parts.append("\n## Trials that did not finish\n")
     parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))

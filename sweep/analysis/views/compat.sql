@@ -34,7 +34,8 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 -- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built); one from
 -- before budget blocks (or outside one) has budget_way and budget_target_params NULL, and one from before
 -- control arms has control NULL (not a control), as every grid config's row; one from before chance levels were
--- recorded has chance_score NULL (nothing is flagged as at chance). A version-1 epochs row's
+-- recorded has chance_score NULL (nothing is flagged as at chance), and one from before device-seconds were recorded
+-- has devices_held and device_s NULL (its cost unknown: it counts 0 towards --max-gpu-hours). A version-1 epochs row's
 -- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
 -- metric_mode and tolerance; one from before the questions recorded anything has questions NULL. The empty, typed selects
 -- supply the columns that a folder holding only version-1 files lacks.
@@ -52,7 +53,8 @@ FROM (
            NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
            NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
            NULL::DOUBLE AS token_latency_ms, NULL::VARCHAR AS budget_way, NULL::BIGINT AS budget_target_params,
-           NULL::VARCHAR AS control, NULL::DOUBLE AS chance_score
+           NULL::VARCHAR AS control, NULL::DOUBLE AS chance_score, NULL::DOUBLE AS devices_held,
+           NULL::DOUBLE AS device_s
     WHERE false
 );
 

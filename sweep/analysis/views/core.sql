@@ -27,8 +27,14 @@ FROM spaces GROUP BY space;
 -- is at chance (at_chance above: the config did not learn); n_at_chance: finished seeds each at chance;
 -- n_unlearned: seeds at chance while another seed of the same config learned (0 when none learned): seeds
 -- that failed where their siblings did not, each listed in unlearned_seeds.
+-- device_s_total: what the config cost, in device-seconds (trials.device_s: wall × GPUs, or CPUs without a GPU),
+-- summed over every row of it, failed and repeated ones included (they spent their devices too); NULL when none of
+-- its rows recorded device_s (written before it was).
 CREATE OR REPLACE VIEW configs AS
-WITH one_row_per_seed AS (
+WITH cost AS (
+    SELECT space, config_id, metric, sum(device_s) AS device_s_total FROM trials GROUP BY space, config_id, metric
+),
+one_row_per_seed AS (
     SELECT * FROM trials WHERE status = 'ok'
     QUALIFY row_number() OVER (
         PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
@@ -84,8 +90,9 @@ SELECT
     max(kv_cache_bytes_per_token) AS kv_cache_bytes_per_token,
     avg(token_latency_ms) FILTER (WHERE status = 'ok') AS token_latency_ms,
     -- seconds of training per sample: 1 / train_samples_per_s of each finished seed, averaged over them
-    avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample
-FROM one_row_per_seed
+    avg(1.0 / train_samples_per_s) FILTER (WHERE status = 'ok' AND train_samples_per_s > 0) AS train_s_per_sample,
+    any_value(cost.device_s_total) AS device_s_total
+FROM one_row_per_seed LEFT JOIN cost USING (space, config_id, metric)
 GROUP BY space, config_id, metric;
 
 -- unlearned_seeds: a seed that failed to learn while its siblings did. One row per finished seed (its latest

@@ -60,6 +60,7 @@ LEFT JOIN (SELECT space, tolerance AS space_tolerance, tolerance_metric FROM spa
 --                while a sibling learned (configs.n_unlearned; each is a row of unlearned_seeds)
 --   gain, gain_lo, gain_hi: the same difference signed so that positive is better (−delta for min), on
 --   which the verdict is one rule: holds when gain_lo ≥ −tolerance, breaks when gain_hi < −tolerance.
+--   device_hours: what the config's verdict cost, configs.device_s_total / 3600 (every trial of the config)
 CREATE OR REPLACE MACRO vs_baseline_at(fixed_tolerance) AS TABLE
 WITH base AS (
     SELECT space, metric, family, config_id AS b_config_id, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
@@ -124,6 +125,7 @@ SELECT
     100.0 * (peak_mem_bytes - b_mem) / b_mem AS delta_mem_pct,
     params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes, kappa_mean,
     kv_cache_bytes_per_token, token_latency_ms,
+    device_s_total / 3600 AS device_hours,  -- what this config's verdict cost: its trials' device-hours, all of them
     b_depth AS baseline_depth, b_head_dim AS baseline_head_dim,
     chance_score, at_chance, b_at_chance AS baseline_at_chance, n_unlearned, b_unlearned AS baseline_unlearned,
     CASE method

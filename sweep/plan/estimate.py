@@ -156,7 +156,8 @@ def _saved_bytes(frozen: tuple) -> int:
     class FusedAttention(TorchFunctionMode):
         """On the meta device SDPA takes its math path, which saves the N×N attention matrix; training on
         CUDA or CPU takes a fused kernel that saves q, k, v, the output and a float32 log-sum-exp per query
-        and head. Count what the fused kernel saves."""
+        and head. Count what the fused kernel saves. Its output is laid out (batch, query, head, dim), so the
+        output projection's saved input is a view of it: counted there, once (a real CPU forward agrees)."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -168,7 +169,7 @@ def _saved_bytes(frozen: tuple) -> int:
             finally:
                 inside_attention[0] = False
             names = ("query", "key", "value")
-            for tensor in [args[i] if i < len(args) else kwargs[name] for i, name in enumerate(names)] + [out]:
+            for tensor in [args[i] if i < len(args) else kwargs[name] for i, name in enumerate(names)]:
                 keep(tensor)
             saved[-id(out)] = out[..., 0].numel() * 4  # log-sum-exp: one float32 per (batch, head, query)
             return out

@@ -92,7 +92,7 @@ def test_train_time_is_three_forward_flops_per_training_sample():
 def test_gpu_table_and_gpu_check_mfu():
     assert estimate.gpu_named("H100-80GB").memory_bytes == 80 * 10**9
     assert estimate.gpu_named("h200-141gb").bf16_flops_per_s == 989e12
-    with pytest.raises(ValueError, match="unknown GPU 'v100'.*h100-80gb"):
+    with pytest.raises(ValueError, match=r"unknown GPU 'v100'.*h100-80gb"):
         estimate.gpu_named("v100")
     result = json.loads((MEASURED / "gpu_check_b256.json").read_text())
     assert estimate.mfu_from_gpu_check(result) == pytest.approx(

@@ -32,7 +32,6 @@ torch is imported only when a model's activations are counted.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -183,8 +182,8 @@ def _saved_bytes(frozen: tuple) -> int:
 
 
 def train_size(space: Space) -> int | None:
-    """Training samples per epoch, where known without reading the data: ``limit_train``, a generated data
-    set's ``train_rows``, or the published split sizes (digits, CIFAR); None otherwise."""
+    """Training samples per epoch, where known without reading the data: ``limit_train``, the data set's
+    ``known_train_size``, or a generated data set's ``train_rows``; None otherwise."""
     data = space.data
     known = _known_train_size(data)
     limit = data.limit_train
@@ -194,11 +193,8 @@ def train_size(space: Space) -> int | None:
 
 
 def _known_train_size(data) -> int | None:
-    if data.name == "digits":  # sklearn's 1,797 images; train_test_split holds out ⌈fraction · n⌉
-        return 1797 - math.ceil(data.val_fraction * 1797)
-    if data.name in ("cifar10", "cifar100"):
-        return 50_000
-    return _find_key(data.model_dump(), "train_rows")
+    known = data.known_train_size()
+    return known if known is not None else _find_key(data.model_dump(), "train_rows")
 
 
 def _find_key(tree: object, key: str) -> int | None:

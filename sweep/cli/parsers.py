@@ -176,7 +176,7 @@ def add_estimate_options(parser) -> None:
     estimate.add_argument(
         "--gpu-tflops", type=float, metavar="Y", help="instead of --gpu: its bf16 dense peak, TFLOP/s"
     )
-    estimate.add_argument("--mfu", type=float, help="model FLOP utilisation to assume (default 0.35)")
+    estimate.add_argument("--mfu", type=float, help="model FLOP utilisation to assume (default 0.30)")
     estimate.add_argument(
         "--mfu-from", type=Path, metavar="FILE", help="the MFU a `make gpu-check` result JSON measured"
     )

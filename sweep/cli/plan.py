@@ -189,7 +189,10 @@ def estimate_settings(args) -> dict | None:
         else:
             gpu = estimate.Gpu("custom", int(args.gpu_memory_gib * estimate.GIB), args.gpu_tflops * 1e12, "--gpu-*")
         if args.mfu_from is not None:
-            mfu, source = estimate.mfu_from_gpu_check(json.loads(args.mfu_from.read_text())), str(args.mfu_from)
+            mfu, source = (
+                estimate.mfu_from_gpu_check(json.loads(args.mfu_from.read_text()), gpu.bf16_flops_per_s),
+                str(args.mfu_from),
+            )
         elif args.mfu is not None:
             mfu, source = args.mfu, "--mfu"
         else:

@@ -45,7 +45,9 @@ BYTES_PER_PARAM = 16  # fp32 weights 4 + fp32 gradients 4 + AdamW's two fp32 mom
 # Measured ViT-B/16 bf16 activation bytes per sample (H200, cuda_memory_check.json: activation_bytes_per_sample)
 # ÷ this module's fp32 saved-tensor count per sample for the same model (activation_bytes_per_sample below).
 BF16_ACTIVATION_FACTOR = 68_988_644 / 118_160_680
-DEFAULT_MFU = 0.35  # assumed when no gpu-check has run: near the 0.368 an H200 measured for ViT-B/16 at batch 256
+# assumed when no gpu-check result is given: near the 0.291 of its data-sheet peak an H200 reached training ViT-B/16
+# at batch 256 under bf16 autocast (bench/measured/h200-2026-12-04/gpu_check_b256.json)
+DEFAULT_MFU = 0.30
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,18 @@ def gpu_named(name: str) -> Gpu:
         ) from None
 
 
-def mfu_from_gpu_check(result: dict) -> float:
-    """The MFU a ``make gpu-check`` result JSON recorded (its ``mfu``: 3 · forward FLOPs · train samples/s ÷
-    the measured matmul peak)."""
+def mfu_from_gpu_check(result: dict, peak_flops: float | None = None) -> float:
+    """The MFU a ``make gpu-check`` result JSON measured. Its ``mfu`` is 3 · forward FLOPs · train samples/s ÷
+    the matmul rate it measured (``peak_flops_per_s``), not the data sheet's peak; with ``peak_flops`` (the
+    peak the estimate divides by) it is restated against that: the achieved FLOP/s ÷ ``peak_flops``, so that
+    the estimate reproduces the measured rate. Right for the GPU model the check ran on."""
     mfu = result.get("mfu")
     if not isinstance(mfu, int | float) or not 0 < mfu <= 1:
         raise ValueError(f"the gpu-check result has no MFU in (0, 1] (got mfu={mfu!r}); run `make gpu-check` again")
-    return float(mfu)
+    measured_peak = result.get("peak_flops_per_s")
+    if peak_flops is None or not isinstance(measured_peak, int | float):
+        return float(mfu)
+    return float(mfu) * measured_peak / peak_flops
 
 
 # --- memory -----------------------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ def test_gpu_table_and_gpu_check_mfu():
     assert estimate.mfu_from_gpu_check(result) == pytest.approx(
         3 * result["forward_flops_per_sample"] * result["train_samples_per_s"] / result["peak_flops_per_s"]
     )
+    # against a data sheet's peak: the same achieved FLOP/s
+    achieved = 3 * result["forward_flops_per_sample"] * result["train_samples_per_s"]
+    assert estimate.mfu_from_gpu_check(result, 989e12) == pytest.approx(achieved / 989e12)
     with pytest.raises(ValueError, match="no MFU"):
         estimate.mfu_from_gpu_check({"mfu": None})
 
@@ -116,9 +119,12 @@ def test_plan_warns_first_about_trials_that_do_not_fit(capsys):
     out = run_plan(capsys, "--gpu-memory-gib", f"{gib:.12f}", "--gpu-tflops", "100", "--price-per-gpu-hour", "2")
     lines = out.splitlines()
     assert lines[0].startswith(f"WARNING: {len(plan.configs) - 1} configs predicted not to fit custom")
-    hours = sum(len(plan.seeds) * estimate.train_time_s(c, plan.space, 100e12, 0.35) for c in plan.configs) / 3600
+    hours = (
+        sum(len(plan.seeds) * estimate.train_time_s(c, plan.space, 100e12, estimate.DEFAULT_MFU) for c in plan.configs)
+        / 3600
+    )
     assert f"{hours:,.2f} GPU-hours, {hours * 2:,.2f} at 2 per GPU-hour" in out
-    assert "MFU 0.350 (assumed)" in out
+    assert "MFU 0.300 (assumed)" in out
 
 
 def test_plan_json_carries_the_estimates(capsys):
@@ -127,7 +133,7 @@ def test_plan_json_carries_the_estimates(capsys):
     plan = digits_plan()
     by_id = {c.config_id: c for c in plan.configs}
     assert data["estimate"]["gpu"] == "h100-80gb" and data["estimate"]["not_fitting"] == []
-    assert data["estimate"]["mfu"] == pytest.approx(0.367794391884614)
+    assert data["estimate"]["mfu"] == pytest.approx(0.367794391884614 * 783134047787556.1 / 989e12)
     for row in data["trials"]:
         assert row["est_peak_mem_bytes"] == estimate.peak_memory_bytes(by_id[row["config_id"]], plan.space)
         assert row["fits"] is True

@@ -1,6 +1,6 @@
 """`sweep plan --gpu`'s estimates against measurements on this CPU: training time and peak memory.
 
-For the baseline config of a few shipped spaces' CPU profiles, one real trial (``workers.trial.run_trial``,
+For the baseline config of a few shipped spaces' CPU and smoke profiles, one real trial (``workers.trial.run_trial``,
 float32 on CPU, ``--epochs`` epochs) is run and compared with ``sweep/plan/estimate.py``:
 
 - time: ``train_time_s`` with this machine's measured float32 matmul rate (``torch.matmul`` of n×n
@@ -12,7 +12,7 @@ float32 on CPU, ``--epochs`` epochs) is run and compared with ``sweep/plan/estim
   CPU measurement, which agrees with a whole-process measurement within 10%: tests/workers/probes/
   test_probes_truth.py). Within that tolerance is the target.
 
-    .venv/bin/python bench/estimate_calibration.py                 # 5 spaces, 1 epoch each: ~2-3 min on 2 cores
+    .venv/bin/python bench/estimate_calibration.py                 # 6 spaces, 1 epoch each: ~1 min, 1 thread
     .venv/bin/python bench/estimate_calibration.py --spaces local_digits:quick --epochs 2
 """
 
@@ -31,7 +31,9 @@ from sweep.plan.plan import make_plan, worker_config
 from sweep.space.loader import load_space_with_notes
 from workers.trial import run_trial
 
-SPACES = "local_digits:quick,vit_b_fixed_mlp:smoke,xcit_m:smoke,mqar_recall:smoke,gpt2_tinystories:smoke"
+SPACES = (
+    "local_digits:quick,vit_b_fixed_mlp:cpu,vit_b_fixed_mlp:smoke,xcit_m:smoke,mqar_recall:smoke,gpt2_tinystories:smoke"
+)
 
 
 def matmul_flops_per_s(threads: int, n: int = 1024, repeats: int = 20) -> float:
@@ -72,7 +74,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spaces", default=SPACES, help="comma-separated SPACE:PROFILE (default: %(default)s)")
     parser.add_argument("--epochs", type=int, default=1, help="training epochs per trial")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads for the matmul rate and trials")
+    # 1 by default: on a shared machine (load above the core count) two OpenMP threads that wait on each other
+    # made the same epochs 20-100x slower here, which measures the machine's load, not the estimate
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the matmul rate and trials")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this path")
     args = parser.parse_args()
     logging.disable(logging.INFO)

@@ -147,3 +147,19 @@ def test_plan_gpu_options_errors_are_one_line(capsys):
     assert main(["plan", "local_digits", "--gpu-memory-gib", "80"]) == 2
     err = capsys.readouterr().err
     assert "unknown GPU 'v100'" in err and "--gpu-memory-gib and --gpu-tflops go together" in err
+
+
+@pytest.mark.slow
+def test_cpu_estimate_meets_the_memory_probe_of_a_real_trial():
+    """A real float32 trial on CPU: the memory probe's peak within the 10% the probe meets against a
+    whole-process measurement (tests/workers/probes/test_probes_truth.py)."""
+    from sweep.plan.plan import worker_config
+    from workers.trial import run_trial
+
+    plan = digits_plan()
+    space = plan.space.model_copy(update={"train": plan.space.train.model_copy(update={"epochs": 1})})
+    config = plan.baseline
+    record = run_trial({**worker_config(space, config.model, 0), "device": "cpu", "threads": 1})
+    assert record["status"] == "ok", record.get("error")
+    predicted = estimate.peak_memory_bytes(config, space, device="cpu")
+    assert predicted == pytest.approx(record["peak_mem_bytes"], rel=0.10)

@@ -258,18 +258,17 @@ def print_not_fitting(plan: Plan, rows: list[dict], totals: dict) -> None:
         print(f"  {row['config_id']}: {row['est_peak_mem_bytes'] / 2**30:.1f} GiB")
 
 
+def amount(value: float) -> str:
+    """Two decimals from 1 up (1,614.82), three significant digits below (0.00412), so small sweeps show a figure."""
+    return f"{value:,.2f}" if value >= 1 else f"{value:.3g}"
+
+
 def print_estimate_totals(plan: Plan, totals: dict) -> None:
-    hours = totals["gpu_hours"]
-    cost = (
-        f", {totals['cost']:,.2f} at {totals['price_per_gpu_hour']:g} per GPU-hour"
-        if totals["cost"] is not None
-        else ""
-    )
-    spent = (
-        f"{hours:,.2f} GPU-hours{cost}"
-        if hours is not None
-        else ("GPU-hours unknown: the training split's size is not known before reading it (give --train-samples N)")
-    )
+    """The totals line: GPU-hours over every trial and the cost, or why the hours are unknown."""
+    hours, cost = totals["gpu_hours"], totals["cost"]
+    priced = f", {amount(cost)} at {totals['price_per_gpu_hour']:g} per GPU-hour" if cost is not None else ""
+    unknown = "GPU-hours unknown: the training split's size is not known before reading it (give --train-samples N)"
+    spent = f"{amount(hours)} GPU-hours{priced}" if hours is not None else unknown
     print(f"estimate on {totals['gpu']} at MFU {totals['mfu']:.3f} ({totals['mfu_source']}), training steps only: "
           f"{spent}; peak memory at batch {plan.space.train.batch_size} (sweep/plan/estimate.py)")  # fmt: skip
 

@@ -179,6 +179,7 @@ def add_plan_parsers(sub) -> None:
         metavar="DIR",
         help="also write each trial's worker config as DIR/<config_id>-s<seed>.json (run one with `trial FILE`)",
     )
+    add_estimate_options(plan)
     plan.set_defaults(func=cmd_plan)
 
     spaces = sub.add_parser(
@@ -193,6 +194,25 @@ def add_plan_parsers(sub) -> None:
     validate.add_argument("space", help="a shipped space name, one in ./search_spaces/, or a path to a YAML file")
     validate.add_argument("--profile", help="also check that this profile exists (every profile is validated)")
     validate.set_defaults(func=cmd_validate)
+
+
+def add_estimate_options(parser) -> None:
+    """``--gpu`` and its companions: estimated peak memory and training time per trial (sweep/plan/estimate.py)."""
+    estimate = parser.add_argument_group("estimates (peak memory and training time per trial on a GPU)")
+    estimate.add_argument("--gpu", metavar="NAME", help="a GPU of the table: h100-80gb, h200-141gb, a100-80gb, "
+                          "a100-40gb, l40s-48gb, rtx4090-24gb")  # fmt: skip
+    estimate.add_argument("--gpu-memory-gib", type=float, metavar="X", help="instead of --gpu: its memory, GiB")
+    estimate.add_argument(
+        "--gpu-tflops", type=float, metavar="Y", help="instead of --gpu: its bf16 dense peak, TFLOP/s"
+    )
+    estimate.add_argument("--mfu", type=float, help="model FLOP utilisation to assume (default 0.30)")
+    estimate.add_argument(
+        "--mfu-from", type=Path, metavar="FILE", help="the MFU a `make gpu-check` result JSON measured"
+    )
+    estimate.add_argument("--price-per-gpu-hour", type=float, metavar="Z", help="also the cost of the GPU-hours")
+    estimate.add_argument(
+        "--train-samples", type=int, metavar="N", help="training samples per epoch, where the data set does not say"
+    )
 
 
 def add_results_parsers(sub) -> None:

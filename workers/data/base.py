@@ -109,6 +109,11 @@ class DataSetSpec(StrictModel):
         classes, or for token sequences the padded length, vocabulary and classes."""
         raise NotImplementedError
 
+    def known_train_size(self) -> int | None:
+        """Training samples per epoch where known without reading the data (before ``limit_train``), for
+        ``sweep plan``'s time estimate; None where only reading it would tell."""
+        return None
+
     def chance_score(self, metric: str) -> float | None:
         """The score of a model that learned nothing, in ``metric``'s units (``sweep/metrics.py``): uniform
         guessing over the classes the head predicts. Top-1 and accuracy: 100 / classes percent (digits and

@@ -120,6 +120,10 @@ class CifarData(HubSourced, ImageDataSpec):
             )
         return root
 
+    def known_train_size(self) -> int:
+        """CIFAR-10 and CIFAR-100 both train on 50,000 images."""
+        return 50_000
+
     def load_arrays(self) -> ArraySplits:
         root = self.require_local()
         folder, train_files, test_file, label_key, classes = LAYOUT[self.name]

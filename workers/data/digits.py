@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -27,6 +28,10 @@ class DigitsData(ImageDataSpec):
 
     def data_identity(self) -> str:
         return "embedded:scikit-learn digits"
+
+    def known_train_size(self) -> int:
+        """scikit-learn's 1,797 images less the held-out ⌈val_fraction · 1797⌉ (train_test_split's rounding)."""
+        return 1797 - math.ceil(self.val_fraction * 1797)
 
     def load_arrays(self) -> ArraySplits:
         from sklearn.datasets import load_digits

@@ -164,6 +164,7 @@ def add_run_parsers(sub) -> None:
     preflight.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     preflight.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     preflight.add_argument("--compile", action="store_true", help="also run each step through torch.compile")
+    add_estimate_options(preflight)  # with --gpu: each config's estimated memory and time; one that will not fit fails
     preflight.set_defaults(func=cmd_preflight)
 
 

@@ -288,6 +288,7 @@ def compact_after_sweep(results, space: str) -> None:
 
 def cmd_preflight(args) -> int:
     """``sweep preflight``: every check of ``sweep/run/preflight.py`` on the plan; non-zero on any problem."""
+    from sweep.cli.plan import estimate_rows, estimate_settings
     from sweep.run.preflight import format_rows, preflight
 
     plan = load_plan(args)
@@ -297,7 +298,13 @@ def cmd_preflight(args) -> int:
         f"results {args.results}",
         file=sys.stderr,
     )
-    rows = preflight(plan, args.space, args.results, compile_=args.compile)
+    settings = estimate_settings(args)
+    estimates = {row["config_id"]: row for row in estimate_rows(plan, settings)} if settings else {}
+    rows = preflight(plan, args.space, args.results, compile_=args.compile, estimates=estimates,
+                     gpu_name=settings["gpu"].name if settings else None)  # fmt: skip
+    if settings:
+        print(f"[preflight] estimates on {settings['gpu'].name}, MFU {settings['mfu']:.2f} ({settings['mfu_source']})",
+              file=sys.stderr)  # fmt: skip
     print(format_rows(rows))
     problems = [row for row in rows if not row.ok]
     wall_s = time.perf_counter() - started

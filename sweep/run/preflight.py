@@ -47,6 +47,8 @@ class Row:
     problem: str | None
     checked: str
     wall_s: float = 0.0
+    est_peak_mem_bytes: int | None = None  # sweep/plan/estimate.py's peak of a training step on the GPU
+    est_train_s: float | None = None  # and one trial's training time there (None: no --gpu, or unknown samples)
 
     @property
     def ok(self) -> bool:
@@ -263,8 +265,24 @@ def check_config(space, config, compile_: bool, available_bytes: int, done: dict
 # --- the whole preflight ---------------------------------------------------------------------------------
 
 
-def preflight(plan, space_ref: str, results, compile_: bool = False, nodes=None, log=None) -> list[Row]:
-    """Every check of the module docstring on ``plan``, a line on ``log`` as each finishes."""
+def with_estimate(row: Row, estimate: dict | None, gpu_name: str | None) -> Row:
+    """``row`` with the config's estimated peak memory and training time (``sweep plan --gpu``'s figures); a
+    config predicted not to fit the GPU is a problem, said before the hours are spent."""
+    if not estimate:
+        return row
+    row.est_peak_mem_bytes, row.est_train_s = estimate["est_peak_mem_bytes"], estimate["est_train_s"]
+    if row.ok and not estimate["fits"]:
+        row.problem = f"estimated peak {estimate['est_peak_mem_bytes'] / 2**30:.1f} GiB does not fit {gpu_name}"
+    return row
+
+
+def preflight(
+    plan, space_ref: str, results, compile_: bool = False, nodes=None, log=None, estimates=None, gpu_name=None
+) -> list[Row]:
+    """Every check of the module docstring on ``plan``, a line on ``log`` as each finishes; ``estimates`` (by
+    config id, from ``sweep/cli/plan.py``'s ``estimate_rows``) add each config's memory and time on
+    ``gpu_name``."""
+    estimates = estimates or {}
     rows: list[Row] = []
     log = log or sys.stderr
 
@@ -280,18 +298,43 @@ def preflight(plan, space_ref: str, results, compile_: bool = False, nodes=None,
     available = available_memory_bytes()
     done: dict = {}
     for config in plan.configs:
+        estimate = estimates.get(config.config_id)
         if not data_row.ok:
-            add(Row(config.config_id, shape_words(config), "not run: the data check failed", "-"))
-            continue
-        add(check_config(plan.space, config, compile_, available, done))
+            row = Row(config.config_id, shape_words(config), "not run: the data check failed", "-")
+        else:
+            row = check_config(plan.space, config, compile_, available, done)
+        add(with_estimate(row, estimate, gpu_name))
     return rows
 
 
+def estimate_words(row: Row) -> tuple[str, str]:
+    """The estimate columns' cells: peak memory in GiB and training hours per trial ('' where not estimated)."""
+    return size_words(row.est_peak_mem_bytes), duration_words(row.est_train_s)
+
+
+def size_words(size_bytes: int | None) -> str:
+    if size_bytes is None:
+        return ""
+    return f"{size_bytes / 2**30:.1f} GiB" if size_bytes >= 2**30 else f"{size_bytes / 2**20:.1f} MiB"
+
+
+def duration_words(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.3g} s"
+
+
 def format_rows(rows: list[Row]) -> str:
-    """The table: one line per row, what was checked and how, then ``ok`` or the problem."""
-    header = ("check", "shape", "checked", "result")
-    lines = [(r.config_id, r.shape, r.checked, "ok" if r.ok else r.problem) for r in rows]
-    widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(3)]
+    """The table: one line per row, what was checked and how, the estimated memory and time (with ``--gpu``),
+    then ``ok`` or the problem."""
+    estimated = any(r.est_peak_mem_bytes is not None for r in rows)
+    header = ("check", "shape", "checked", *(("est. memory", "est. time") if estimated else ()), "result")
+    lines = [
+        (r.config_id, r.shape, r.checked, *(estimate_words(r) if estimated else ()), "ok" if r.ok else r.problem)
+        for r in rows
+    ]
+    last = len(header) - 1
+    widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(last)]
     return "\n".join(
-        "  ".join([*(str(line[i]).ljust(widths[i]) for i in range(3)), str(line[3])]) for line in [header, *lines]
+        "  ".join([*(str(line[i]).ljust(widths[i]) for i in range(last)), str(line[last])]) for line in [header, *lines]
     )

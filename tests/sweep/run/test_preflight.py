@@ -120,3 +120,23 @@ def test_the_smoke_profile_of_a_small_space_passes_through_the_cli(tmp_path, cap
     assert len(rows) == len(plan.configs) + 3 and all(line.rstrip().endswith("ok") for line in rows)
     assert captured.err.count("[preflight] ") == len(rows) + 2  # a line per check, a first and a last
     assert not any((tmp_path / "results").iterdir())  # the probe object is gone
+
+
+def test_with_a_gpu_each_config_shows_its_estimates_and_one_that_will_not_fit_fails(tmp_path, capsys):
+    """--gpu adds sweep plan --gpu's estimates (sweep/plan/estimate.py) as columns; a config whose estimated
+    peak exceeds the GPU's memory is a problem before any GPU hour is spent. A 0.001 GiB GPU fits nothing."""
+    from sweep.plan.estimate import peak_memory_bytes
+
+    results = str(tmp_path / "results")
+    assert main(["preflight", "local_digits", "--profile", "quick", "--results", results, "--gpu", "h100-80gb"]) == 0
+    out = capsys.readouterr().out
+    plan = digits_plan()
+    header, *rows = out.splitlines()
+    assert "est. memory" in header and "est. time" in header
+    for config in plan.configs:  # the memory column is the estimate module's figure, in MiB here
+        line = next(row for row in rows if row.startswith(config.config_id))
+        assert f"{peak_memory_bytes(config, plan.space) / 2**20:.1f} MiB" in line and line.rstrip().endswith("ok")
+    tiny = ["--gpu-memory-gib", "0.001", "--gpu-tflops", "100"]
+    assert main(["preflight", "local_digits", "--profile", "quick", "--results", results, *tiny]) == 1
+    out = capsys.readouterr().out
+    assert out.count("does not fit custom") == len(plan.configs)

@@ -288,7 +288,7 @@ def compact_after_sweep(results, space: str) -> None:
 
 def cmd_preflight(args) -> int:
     """``sweep preflight``: every check of ``sweep/run/preflight.py`` on the plan; non-zero on any problem."""
-    from sweep.cli.plan import estimate_rows, estimate_settings
+    from sweep.cli.estimates import estimate_rows, estimate_settings
     from sweep.run.preflight import format_rows, preflight
 
     plan = load_plan(args)

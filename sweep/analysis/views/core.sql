@@ -153,9 +153,11 @@ WITH pool AS (
 ),
 tested AS (
     SELECT *,
+        -- ≥ 0 exactly (the pooled variance, an arithmetic mean, is at least the geometric mean of the same
+        -- variances); greatest() drops the −1e-15 that float sums give when all variances are equal
         CASE WHEN configs_pooled >= 2 AND var_min > 0 THEN
-            (pooled_df * ln(pooled_var) - df_log_var)
-                / (1 + (inverse_df - 1.0 / pooled_df) / (3 * (configs_pooled - 1)))
+            greatest(0.0, (pooled_df * ln(pooled_var) - df_log_var)
+                / (1 + (inverse_df - 1.0 / pooled_df) / (3 * (configs_pooled - 1))))
         END AS bartlett_stat
     FROM pool
 ),

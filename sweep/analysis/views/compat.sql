@@ -58,13 +58,16 @@ FROM (
     WHERE false
 );
 
+-- Only a recorded trial's epochs: the sink writes a trial's epochs before its trials row (the row is the commit
+-- marker), so a driver killed between the two leaves epochs of a trial that is not recorded, and run again.
 CREATE OR REPLACE VIEW epochs AS
 SELECT * REPLACE (CASE WHEN schema_version < 2 THEN val_top1 ELSE val_score END AS val_score)
 FROM (
     FROM epochs_files
     UNION ALL BY NAME
     SELECT NULL::DOUBLE AS val_score, NULL::DOUBLE AS val_accuracy WHERE false
-);
+)
+WHERE trial_id IN (SELECT trial_id FROM trials_files);
 
 CREATE OR REPLACE VIEW spaces AS
 SELECT * EXCLUDE (tolerance_top1) REPLACE (

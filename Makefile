@@ -47,14 +47,14 @@ lock: $(INSTALLED)
 	touch $(INSTALLED)
 
 # Exactly what CI runs (.ci/run calls this): lint, format check, the whole suite. Two pytest processes share
-# the tests (pytest-xdist), except those marked `serial` (they kill Ray processes and nodes), which run alone
-# afterwards. Exit code 5 (nothing collected) is not a failure. PYTEST_ARGS passes more options to both.
+# the tests (pytest-xdist); those marked `serial` (they start and kill Ray clusters, nodes and drivers of their
+# own) all go to one of them, one after another (--dist loadgroup, tests/conftest.py). Exit code 5 (nothing
+# collected) is not a failure. PYTEST_ARGS passes more options.
 PYTEST_ARGS ?=
 test: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n 2 -m "not serial" $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
-	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc
 
 # The edit-test loop: lint, then every test not marked `slow` (trains real models or runs whole sweeps) or
 # `serial`, on two processes; `make test` before a commit still runs everything.

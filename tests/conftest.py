@@ -16,6 +16,15 @@ from tests.helpers import running_local_ray, trial_row, write_csv
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def pytest_collection_modifyitems(items):
+    """Tests marked ``serial`` go to one pytest-xdist process, one after another (``--dist loadgroup`` in
+    ``make test``): each starts and kills Ray clusters, nodes and drivers of its own (found by PID, never by
+    name), which is safe beside one other test but would double the Ray start-ups two of them make at once."""
+    for item in items:
+        if item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_data_cache(tmp_path_factory):
     """Generated data (ListOps) is cached under $SWEEP_CACHE_DIR: one folder for this test session, never

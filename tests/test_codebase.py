@@ -73,6 +73,7 @@ def test_workers_never_import_the_driver():
     assert {path: mods for path, mods in offenders.items() if mods} == {}
 
 
+@pytest.mark.slow
 def test_the_facade_loads_lazily_and_names_real_functions():
     code = (
         "import sys, sweep; assert 'ray' not in sys.modules and 'torch' not in sys.modules, 'eager import';"
@@ -103,6 +104,7 @@ print(json.dumps({"codes": codes, "rows": rows, "heavy": heavy}))
 """
 
 
+@pytest.mark.slow
 def test_the_analysis_commands_and_open_results_load_no_model_library_nor_ray(tmp_path):
     """`sweep --help`, `sql`, `doctor`, `compact`, `report` and `open_results` read results only: none may load
     torch (seconds of start-up for every query) or Ray."""
@@ -224,3 +226,19 @@ def test_the_tests_mirror_the_code():
         ROOT / "sweep" / "run" / "tuner.py"
     ]
     assert not mirrored_modules(tests_dir / "sweep" / "run" / "test_nothing_here.py")
+
+
+def test_the_family_registry_names_every_family_module_and_each_by_its_own_name():
+    """workers/families/__init__.py's table (modules imported on first use): every Family a module defines is in
+    it, under the name the Family gives itself."""
+    import importlib
+
+    from workers.families import FAMILIES, FAMILY_MODULES
+    from workers.families.base import Family
+
+    defined = set()
+    for path in sorted((ROOT / "workers" / "families").glob("*.py")):
+        module = importlib.import_module(f"workers.families.{path.stem}")
+        defined |= {(path.stem, name) for name, value in vars(module).items() if isinstance(value, Family)}
+    assert defined == set(FAMILY_MODULES.values())
+    assert all(FAMILIES[name].name == name for name in FAMILIES)

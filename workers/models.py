@@ -15,24 +15,12 @@ from torch import nn
 
 from workers.conditioning import install as install_conditioning
 from workers.config import ModelSpec
+from workers.families import FAMILIES
 from workers.families.base import Family, KappaLayer, ModelConfigError
-from workers.families.crammed_bert import CRAMMED_BERT
-from workers.families.davit import DAVIT
-from workers.families.gpt2 import GPT2
-from workers.families.nystromformer import NYSTROMFORMER
-from workers.families.softmax_encoder import SOFTMAX_ENCODER
-from workers.families.tnt import TNT_FAMILY
-from workers.families.vit import DEIT, VIT
-from workers.families.volo import VOLO_FAMILY
-from workers.families.xcit import XCIT
 from workers.vocabulary import did_you_mean
 
 __all__ = ["FAMILIES", "VARIANTS", "Family", "KappaLayer", "ModelConfigError", "build_model", "get_family"]
 
-FAMILIES: dict[str, Family] = {
-    family.name: family
-    for family in (VIT, DEIT, XCIT, TNT_FAMILY, DAVIT, VOLO_FAMILY, NYSTROMFORMER, SOFTMAX_ENCODER, GPT2, CRAMMED_BERT)
-}
 
 _DAVIT_B = dict(stage_depths=(1, 1, 9, 1), stage_heads=(4, 8, 16, 32), stage_dims=(128, 256, 512, 1024))
 _DAVIT_L = dict(stage_depths=(1, 1, 9, 1), stage_heads=(6, 12, 24, 48), stage_dims=(192, 384, 768, 1536))

@@ -166,11 +166,11 @@ def record_model_fields(cfg: TrialConfig, spec: ModelSpec, meta: DataMeta, field
     fields.update(
         shape_fields(spec),
         dataset=cfg.data.name,
-        data_identity=cfg.data.data_identity(),
+        data_identity=meta.identity or cfg.data.data_identity(),
         train_samples=meta.train_size,
         val_samples=meta.val_size,
     )
-    if transformers_version() and spec.seq_len is not None:
+    if spec.seq_len is not None and transformers_version():
         fields["transformers_version"] = transformers_version()
     if getattr(meta, "tokenizer", None):
         fields["tokenizer"] = meta.tokenizer
@@ -477,11 +477,13 @@ def shape_fields(spec: ModelSpec) -> dict:
 
 
 def transformers_version() -> str | None:
+    """The installed transformers' version, read from its metadata (importing it costs seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import transformers
-    except ImportError:
+        return version("transformers")
+    except PackageNotFoundError:
         return None
-    return transformers.__version__
 
 
 # --- command line -----------------------------------------------------------------------------------------

@@ -164,6 +164,18 @@ def add_run_parsers(sub) -> None:
     preflight.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     preflight.add_argument("--data-root", type=Path, help="where the data set lives (overrides data.root)")
     preflight.add_argument("--compile", action="store_true", help="also run each step through torch.compile")
+    preflight.add_argument(
+        "--stand-in-data",
+        action="store_true",
+        help="the data lives where the trials will run, not here: if it is not found here, say so and run each "
+        "config on random batches of its shapes instead of failing",
+    )
+    preflight.add_argument(
+        "--node-gpus", type=float, metavar="N", help="check resources against nodes with N GPUs (with --node-cpus)"
+    )
+    preflight.add_argument(
+        "--node-cpus", type=float, metavar="M", help="... and M CPUs: the cluster the trials will run on, not this one"
+    )
     add_estimate_options(preflight)  # with --gpu: each config's estimated memory and time; one that will not fit fails
     preflight.set_defaults(func=cmd_preflight)
 

@@ -4,6 +4,7 @@ and compact the results after a sweep."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -286,11 +287,26 @@ def compact_after_sweep(results, space: str) -> None:
         print(f"[sweep] compacted {outcome.words()}", file=sys.stderr)
 
 
+def go_offline_if_the_hub_is_unreachable() -> None:
+    """HF_HUB_OFFLINE=1 for this process when the Hub cannot be reached (set before ``datasets`` is imported,
+    which reads it once): Hub data and tokenizers then come from the local cache or fail in one line at once,
+    instead of after ``datasets``' retries."""
+    from workers.data.hub import hub_reachable, is_offline
+
+    if not is_offline() and not hub_reachable():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        print("[preflight] the Hugging Face Hub cannot be reached: Hub data is looked for in the local cache only",
+              file=sys.stderr)  # fmt: skip
+
+
 def cmd_preflight(args) -> int:
     """``sweep preflight``: every check of ``sweep/run/preflight.py`` on the plan; non-zero on any problem."""
     from sweep.cli.estimates import estimate_rows, estimate_settings
-    from sweep.run.preflight import format_rows, preflight
+    from sweep.run.preflight import format_rows, preflight, stated_node
 
+    if (args.node_gpus is None) != (args.node_cpus is None):
+        raise UsageError("--node-gpus and --node-cpus go together: state both of a node of the cluster")
+    go_offline_if_the_hub_is_unreachable()  # before planning, which imports the Hub's libraries
     plan = load_plan(args)
     started = time.perf_counter()
     print(
@@ -300,8 +316,9 @@ def cmd_preflight(args) -> int:
     )
     settings = estimate_settings(args)
     estimates = {row["config_id"]: row for row in estimate_rows(plan, settings)} if settings else {}
-    rows = preflight(plan, args.space, args.results, compile_=args.compile, estimates=estimates,
-                     gpu_name=settings["gpu"].name if settings else None)  # fmt: skip
+    nodes = stated_node(args.node_gpus, args.node_cpus) if args.node_gpus is not None else None
+    rows = preflight(plan, args.space, args.results, compile_=args.compile, nodes=nodes, estimates=estimates,
+                     gpu_name=settings["gpu"].name if settings else None, stand_in=args.stand_in_data)  # fmt: skip
     if settings:
         print(f"[preflight] estimates on {settings['gpu'].name}, MFU {settings['mfu']:.2f} ({settings['mfu_source']})",
               file=sys.stderr)  # fmt: skip

@@ -3,11 +3,15 @@
 One row per check, each ``ok`` or the problem in one line:
 
 - ``data``: the data set is where trials will look (``check_data``) and its own loading works on a tiny slice
-  (``limit_train`` / ``limit_val`` = ``TINY_BATCH``, one training batch read);
+  (``limit_train`` / ``limit_val`` = ``TINY_BATCH``, one training batch read). With ``stand_in`` (``sweep
+  preflight --stand-in-data``: the data lives on the cluster, not here), data that is not here is no problem:
+  the row says what was not found, and the configs run on stand-in batches of the data's shapes
+  (``workers/data/stand_in.py``);
 - ``results``: the results destination (folder or ``s3://`` / ``gs://`` prefix) takes a probe object, which is
   written and deleted again;
-- ``resources``: a trial's CPUs and GPUs fit one node of the cluster it will run on (``RAY_ADDRESS``: Ray's live
-  nodes; else this machine), per worker when ``workers_per_trial`` > 1;
+- ``resources``: a trial's CPUs and GPUs fit one node of the cluster it will run on (a node stated with
+  ``--node-gpus`` / ``--node-cpus``; else ``RAY_ADDRESS``: Ray's live nodes; else this machine), per worker when
+  ``workers_per_trial`` > 1;
 - one row per distinct config: the worker's own trial (``workers.trial.run_trial``: data, model build, the
   training loop, evaluation, κ, memory and throughput probes, GLUE fine-tuning for masked LMs) for ONE
   training step at batch ``TINY_BATCH`` on CPU, under ``torch.autocast("cpu", dtype=torch.bfloat16)`` when the
@@ -34,7 +38,8 @@ from sweep.results.storage import is_remote
 
 TINY_BATCH = 2  # samples per training step, evaluation batch and probe batch
 TRAINING_BYTES_PER_PARAM = 16  # fp32 weights, gradients and AdamW's two moments
-FULL_STEP_FLOPS_MAX = 2e11  # forward + backward FLOPs of the tiny step above which a shrunk copy runs instead
+FULL_STEP_FLOPS_MAX = 2e10  # forward + backward FLOPs of the tiny step above which a one-block copy runs instead:
+# about a second on 2 CPU cores in bf16; a ViT-B/16 at 224 px (1e11) and anything larger run one block per stage
 
 
 @dataclass
@@ -47,12 +52,17 @@ class Row:
     problem: str | None
     checked: str
     wall_s: float = 0.0
+    note: str | None = None  # said in the result column of a row that passed (data checked elsewhere)
     est_peak_mem_bytes: int | None = None  # sweep/plan/estimate.py's peak of a training step on the GPU
     est_train_s: float | None = None  # and one trial's training time there (None: no --gpu, or unknown samples)
 
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def result(self) -> str:
+        return self.problem or self.note or "ok"
 
 
 def first_line(exc: BaseException) -> str:
@@ -64,16 +74,20 @@ def first_line(exc: BaseException) -> str:
 
 
 def tiny_data(data):
-    """The data spec cut to ``TINY_BATCH`` training and held-out samples (its own loader reads only those)."""
-    return data.model_copy(update={"limit_train": TINY_BATCH, "limit_val": TINY_BATCH})
+    """The data spec cut to ``TINY_BATCH`` training and held-out samples (``DataSetSpec.tiny_copy``: its own
+    loader reads only those, and a generated set generates no more)."""
+    return data.tiny_copy(TINY_BATCH)
 
 
-def check_data_row(space, space_ref: str) -> Row:
-    """The data set is reachable and its loader yields one tiny training batch."""
+def check_data_row(space, space_ref: str, stand_in: bool = False) -> tuple[Row, object]:
+    """(the row, what the configs' trials read): the data set is reachable and its loader yields one tiny
+    training batch (None: trials open it themselves); with ``stand_in``, data that is not here gives a row
+    that says so and ``workers.data.stand_in.StandInData`` of ``TINY_BATCH`` samples for the trials."""
     import torch
 
     from sweep.space.validation import check_data
     from workers.data.registry import open_batches
+    from workers.data.stand_in import StandInData
 
     started = time.perf_counter()
     try:
@@ -81,8 +95,16 @@ def check_data_row(space, space_ref: str) -> Row:
         source = open_batches(tiny_data(space.data), torch.device("cpu"))
         next(iter(source.train_batches(TINY_BATCH, torch.Generator().manual_seed(0))))
     except Exception as exc:
-        return Row("data", space.data.name, first_line(exc), "found and loaded", time.perf_counter() - started)
-    return Row("data", space.data.name, None, f"found; {TINY_BATCH} samples loaded", time.perf_counter() - started)
+        wall_s = time.perf_counter() - started
+        if not stand_in:
+            return Row("data", space.data.name, first_line(exc), "found and loaded", wall_s), None
+        note = f"not here, so configs ran on stand-in batches; check it where trials run: {first_line(exc)}"
+        return Row("data", space.data.name, None, "looked for here", wall_s, note=note), StandInData(
+            space.data, TINY_BATCH
+        )
+    return Row(
+        "data", space.data.name, None, f"found; {TINY_BATCH} samples loaded", time.perf_counter() - started
+    ), None
 
 
 # --- results destination ---------------------------------------------------------------------------------
@@ -107,6 +129,11 @@ def check_results_row(results) -> Row:
 
 
 # --- resources -------------------------------------------------------------------------------------------
+
+
+def stated_node(gpus: float, cpus: float) -> tuple[str, list[dict[str, float]]]:
+    """A node of the cluster the trials will run on, as its user states it (``--node-gpus`` / ``--node-cpus``)."""
+    return f"the stated node ({gpus:g} GPU, {cpus:g} CPU)", [{"CPU": float(cpus), "GPU": float(gpus)}]
 
 
 def cluster_nodes() -> tuple[str, list[dict[str, float]]]:
@@ -202,14 +229,16 @@ def tiny_trial_config(space, model: dict, compile_: bool) -> dict:
     if train.get("finetune"):
         train["finetune"] = {**train["finetune"], "epochs": 1, "max_steps": 1, "batch_size": TINY_BATCH}
         train["finetune"]["eval_batch_size"] = TINY_BATCH
-    probes = {**config["probes"], "kappa_samples": TINY_BATCH, "throughput_warmup_steps": 0}
+    # κ on one sample: its SVD per block is the costliest probe (2.6 s a sample at LRA's 2,000 tokens)
+    probes = {**config["probes"], "kappa_samples": 1, "throughput_warmup_steps": 0}
     probes.update(throughput_steps=1, latency_iters=2, probe_time_fraction=None)
     data = tiny_data(space.data).model_dump()
     return {**config, "data": data, "train": train, "probes": probes, "device": "cpu"}
 
 
-def run_tiny_trial(trial_config: dict, bf16: bool) -> str | None:
-    """The worker's trial on ``trial_config`` under CPU bf16 autocast when ``bf16``; its error, or None."""
+def run_tiny_trial(trial_config: dict, bf16: bool, data=None) -> str | None:
+    """The worker's trial on ``trial_config`` under CPU bf16 autocast when ``bf16``, reading ``data`` (stand-in
+    batches) when given; its error, or None."""
     from contextlib import nullcontext
 
     import torch
@@ -220,7 +249,7 @@ def run_tiny_trial(trial_config: dict, bf16: bool) -> str | None:
     threads = torch.get_num_threads()
     try:
         with autocast:
-            record = run_trial(trial_config)
+            record = run_trial(trial_config, arrays=data)
     finally:
         torch.set_num_threads(threads)  # the trial sets the space's threads per trial
     if record["status"] != "ok":
@@ -229,17 +258,24 @@ def run_tiny_trial(trial_config: dict, bf16: bool) -> str | None:
 
 
 def shape_words(config) -> str:
-    shape = config.shape
-    return f"{shape.family} d{shape.depth} h{shape.num_heads}×{shape.head_dim} D{shape.embed_dim}"
+    """``vit d4 h8×32 D256``, with ``kv2`` for grouped-query attention, the MLP width where it is not 4 × D,
+    and the intervention where there is one, so that no two configs of a plan read the same."""
+    s = config.shape
+    words = [s.family, f"d{s.depth}", f"h{s.num_heads}×{s.head_dim}", f"D{s.embed_dim}"]
+    words += [f"kv{s.num_kv_heads}"] if s.num_kv_heads not in (None, s.num_heads) else []
+    words += [f"mlp{s.mlp_dim}"] if s.mlp_dim != 4 * s.embed_dim else []
+    words += [s.conditioning] if s.conditioning != "none" else []
+    return " ".join(words)
 
 
-def check_config(space, config, compile_: bool, available_bytes: int, done: dict) -> Row:
+def check_config(space, config, compile_: bool, available_bytes: int, done: dict, data=None) -> Row:
     """One config's row; ``done`` maps a shrunk model already run to its outcome (copies repeat across
-    depths)."""
+    depths); ``data``: stand-in batches for data that is not here."""
     started = time.perf_counter()
     bf16 = space.train.amp_bf16
     how = ("bf16 autocast" if bf16 else "fp32") + (", compiled" if compile_ else "")
     model = config.model
+    how += ", stand-in data" if data is not None else ""
     checked = f"1 step + probes, batch {TINY_BATCH}, {how}"
     problem = None
     if not runs_full_size(config, available_bytes):
@@ -255,7 +291,7 @@ def check_config(space, config, compile_: bool, available_bytes: int, done: dict
     if problem is None:
         if key not in done:
             try:
-                done[key] = run_tiny_trial(tiny_trial_config(space, model, compile_), bf16)
+                done[key] = run_tiny_trial(tiny_trial_config(space, model, compile_), bf16, data)
             except Exception as exc:  # a config the worker refuses before its trial starts
                 done[key] = first_line(exc)
         problem = done[key]
@@ -277,23 +313,32 @@ def with_estimate(row: Row, estimate: dict | None, gpu_name: str | None) -> Row:
 
 
 def preflight(
-    plan, space_ref: str, results, compile_: bool = False, nodes=None, log=None, estimates=None, gpu_name=None
+    plan,
+    space_ref: str,
+    results,
+    compile_: bool = False,
+    nodes=None,
+    log=None,
+    estimates=None,
+    gpu_name=None,
+    stand_in: bool = False,
 ) -> list[Row]:
-    """Every check of the module docstring on ``plan``, a line on ``log`` as each finishes; ``estimates`` (by
-    config id, from ``sweep/cli/plan.py``'s ``estimate_rows``) add each config's memory and time on
-    ``gpu_name``."""
+    """Every check of the module docstring on ``plan``, a line on ``log`` as each finishes; ``nodes``: (where,
+    node resources) to check against instead of :func:`cluster_nodes`; ``estimates`` (by config id, from
+    ``sweep/cli/estimates.py``'s ``estimate_rows``) add each config's memory and time on ``gpu_name``;
+    ``stand_in``: data that is not here is checked where trials run, and configs run on stand-in batches."""
     estimates = estimates or {}
     rows: list[Row] = []
     log = log or sys.stderr
 
     def add(row: Row) -> None:
         rows.append(row)
-        state = "ok" if row.ok else f"PROBLEM: {row.problem}"
+        state = row.result if row.ok else f"PROBLEM: {row.problem}"
         print(f"[preflight] {len(rows)}/{len(plan.configs) + 3} {row.config_id} ({row.wall_s:.1f}s): {state}", file=log)
 
     add(check_results_row(results))
     add(check_resources_row(plan.space.resources, nodes))
-    data_row = check_data_row(plan.space, space_ref)
+    data_row, data = check_data_row(plan.space, space_ref, stand_in)
     add(data_row)
     available = available_memory_bytes()
     done: dict = {}
@@ -302,7 +347,7 @@ def preflight(
         if not data_row.ok:
             row = Row(config.config_id, shape_words(config), "not run: the data check failed", "-")
         else:
-            row = check_config(plan.space, config, compile_, available, done)
+            row = check_config(plan.space, config, compile_, available, done, data)
         add(with_estimate(row, estimate, gpu_name))
     return rows
 
@@ -329,10 +374,7 @@ def format_rows(rows: list[Row]) -> str:
     then ``ok`` or the problem."""
     estimated = any(r.est_peak_mem_bytes is not None for r in rows)
     header = ("check", "shape", "checked", *(("est. memory", "est. time") if estimated else ()), "result")
-    lines = [
-        (r.config_id, r.shape, r.checked, *(estimate_words(r) if estimated else ()), "ok" if r.ok else r.problem)
-        for r in rows
-    ]
+    lines = [(r.config_id, r.shape, r.checked, *(estimate_words(r) if estimated else ()), r.result) for r in rows]
     last = len(header) - 1
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(last)]
     return "\n".join(

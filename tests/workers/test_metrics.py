@@ -105,6 +105,7 @@ def test_top_k_orders_by_the_metric_direction(planted_loss, tmp_path):
     assert {(c.shape.depth, c.shape.num_heads) for c in chosen} == {(2, 16), (2, 4), (4, 4)}  # highest + baseline
 
 
+@pytest.mark.slow
 def test_report_on_a_loss_names_the_metric_and_its_direction(planted_loss, tmp_path):
     text = write_report("loss", planted_loss, tmp_path / "report").read_text()
     assert "judged on `val_loss` (validation loss, lower is better)" in text
@@ -117,6 +118,7 @@ def test_report_on_a_loss_names_the_metric_and_its_direction(planted_loss, tmp_p
 # --- a tolerance per query ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tolerance_option_on_sql_and_report(planted_loss, tmp_path, capsys):
     sql = "SELECT DISTINCT verdict, tolerance FROM vs_baseline WHERE depth = 1 AND num_heads = 4"
     assert main(["sql", sql, "--results", str(planted_loss), "--format", "json"]) == 0

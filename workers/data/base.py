@@ -45,7 +45,8 @@ class DataMeta:
     Token sequences set ``seq_len`` (tokens per sample, padding included) and ``vocab_size``; their
     ``in_chans`` and ``img_size`` are placeholders (1), not read for sequence models. ``val_size`` counts the
     held-out split scored (``eval_split``). Language-model data also names its tokenizer (``tokenizer``:
-    ``file:<path>`` or ``trained:…``; None for generated ids)."""
+    ``file:<path>`` or ``trained:…``; None for generated ids). ``identity``: what the trial records as
+    ``data_identity`` when the batches are not the data set's own (``workers/data/stand_in.py``)."""
 
     num_classes: int
     in_chans: int
@@ -55,6 +56,7 @@ class DataMeta:
     seq_len: int | None = None
     vocab_size: int | None = None
     tokenizer: str | None = None
+    identity: str | None = None  # set by a source other than the data set's own (stand-in data), else None
 
 
 class BatchSource(Protocol):
@@ -132,6 +134,12 @@ class DataSetSpec(StrictModel):
             "val_loss": math.log(classes),
             "perplexity": float(classes),
         }.get(metric)
+
+    def tiny_copy(self, rows: int) -> DataSetSpec:
+        """This data set cut to ``rows`` training and held-out samples (``limit_train`` / ``limit_val``), for a
+        check of its loading in seconds (``sweep preflight``); a data set generated here whose full generation
+        takes minutes also generates no more than it keeps."""
+        return self.model_copy(update={"limit_train": rows, "limit_val": rows})
 
     def require_local(self) -> Path | None:
         """The data set's root once every file it needs is there (None for embedded or generated data);

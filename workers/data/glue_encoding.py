@@ -7,11 +7,13 @@ machine's 2 shared cores.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
+import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
@@ -86,6 +88,30 @@ class GlueArrays:
     def is_regression(self) -> bool:
         """True for STS-B: float labels and one output."""
         return self.labels_train.dtype.kind == "f"
+
+
+def glue_batches(
+    arrays: GlueArrays,
+    split: Literal["train", "dev"],
+    batch_size: int,
+    device: torch.device,
+    generator: torch.Generator | None = None,
+) -> Iterator[tuple]:
+    """Batches of one split of an encoded task: ``({"input_ids": (B, seq_len) int64, "attention_mask":
+    (B, seq_len) int64, 1 on the first lengths[i] positions, 0 after}, labels (B,))`` on ``device``, labels
+    int64 (float32 for STS-B). Shuffled by ``generator`` when given, else in order; the last batch possibly
+    smaller."""
+    if split not in ("train", "dev"):
+        raise ValueError(f"GLUE split must be 'train' or 'dev', but got {split!r}")
+    ids, lengths, labels = (getattr(arrays, f"{name}_{split}") for name in ("ids", "lengths", "labels"))
+    positions = torch.arange(ids.shape[1], device=device)
+    order = torch.randperm(len(ids), generator=generator).numpy() if generator is not None else None
+    for start in range(0, len(ids), batch_size):
+        index = order[start : start + batch_size] if order is not None else slice(start, start + batch_size)
+        batch_ids = torch.as_tensor(ids[index].astype(np.int64), device=device)
+        batch_lengths = torch.as_tensor(lengths[index].astype(np.int64), device=device)
+        mask = (positions < batch_lengths[:, None]).long()
+        yield {"input_ids": batch_ids, "attention_mask": mask}, torch.as_tensor(labels[index], device=device)
 
 
 def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:

@@ -497,6 +497,13 @@ class ListOpsData(SequenceDataSpec):
     def model_fields_from_data(self) -> dict:
         return {"seq_len": self.seq_len, "vocab_size": VOCAB_SIZE, "num_classes": NUM_CLASSES}
 
+    def tiny_copy(self, rows: int) -> ListOpsData:
+        """Also generates only ``rows`` rows per split, with the same grammar and lengths (LRA's 100,000 rows take
+        about 5 minutes)."""
+        options = self.listops or ListOpsSpec()
+        small = options.model_copy(update={"train_rows": rows, "val_rows": rows, "test_rows": rows})
+        return super().tiny_copy(rows).model_copy(update={"listops": small})
+
     def load_arrays(self) -> SequenceSplits:
         options = self.listops or ListOpsSpec()
         arrays = load_or_generate(

@@ -78,7 +78,7 @@ from workers.data import glue as glue_files
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, folder_hash, keep_first_rows
 from workers.data.batches import TokenWindowBatches
 from workers.data.cache import cache_dir
-from workers.data.glue_encoding import GlueArrays, GlueSpec, glue_hub, load_glue_arrays, require_glue
+from workers.data.glue_encoding import GlueArrays, GlueSpec, glue_batches, glue_hub, load_glue_arrays, require_glue
 from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
 from workers.data.splits import IGNORE_INDEX, smallest_uint
 from workers.data.text.documents import TextFiles, TextSource, find_layout, missing_layout
@@ -333,10 +333,6 @@ class MLMBatches(TokenWindowBatches):
     validation windows are the fixed masked ones. The GLUE tasks stay in host memory and are moved to the
     device a batch at a time (:meth:`glue_batches`)."""
 
-    def __init__(self, splits: MLMSplits, spec: MLMCorpusData, device: torch.device):
-        super().__init__(splits, spec, device)
-        self.positions = torch.arange(splits.seq_len, device=device)
-
     def training_batch(self, index: torch.Tensor, generator: torch.Generator) -> tuple:
         """The windows at ``index`` masked by :func:`mask_tokens`; the masking comes from ``generator``."""
         s = self.splits
@@ -360,20 +356,8 @@ class MLMBatches(TokenWindowBatches):
     def glue_batches(
         self, task: str, split: Literal["train", "dev"], batch_size: int, generator: torch.Generator | None = None
     ) -> Iterator[tuple]:
-        """Batches of one split of a GLUE task: ``({"input_ids": (B, seq_len) int64, "attention_mask":
-        (B, seq_len) int64, 1 on the first lengths[i] positions, 0 after}, labels (B,))``, labels int64 (float32
-        for STS-B). Shuffled by ``generator`` when given, else in order; the last batch possibly smaller."""
-        if split not in ("train", "dev"):
-            raise ValueError(f"GLUE split must be 'train' or 'dev', but got {split!r}")
-        arrays = self.glue_arrays(task)
-        ids, lengths, labels = (getattr(arrays, f"{name}_{split}") for name in ("ids", "lengths", "labels"))
-        order = torch.randperm(len(ids), generator=generator).numpy() if generator is not None else None
-        for start in range(0, len(ids), batch_size):
-            index = order[start : start + batch_size] if order is not None else slice(start, start + batch_size)
-            batch_ids = torch.as_tensor(ids[index].astype(np.int64), device=self.device)
-            batch_lengths = torch.as_tensor(lengths[index].astype(np.int64), device=self.device)
-            mask = (self.positions < batch_lengths[:, None]).long()
-            yield {"input_ids": batch_ids, "attention_mask": mask}, torch.as_tensor(labels[index], device=self.device)
+        """Batches of one split of a GLUE task (``workers.data.glue_encoding.glue_batches``)."""
+        return glue_batches(self.glue_arrays(task), split, batch_size, self.device, generator)
 
 
 # --- the data set -----------------------------------------------------------------------------------------------

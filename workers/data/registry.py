@@ -27,6 +27,7 @@ from workers.data.mlm_corpus import MLMCorpusData
 from workers.data.mqar import MQARData
 from workers.data.nearest_neighbor import NearestNeighborData
 from workers.data.repeated_tokens import RepeatedTokensData
+from workers.data.stand_in import StandInData
 from workers.data.tinystories import TinyStoriesData
 
 DATA_SETS: tuple[type[DataSetSpec], ...] = (
@@ -91,7 +92,10 @@ def load_arrays(spec: DataSetSpec) -> Any:
 
 
 def open_batches(spec: DataSetSpec, device: torch.device, arrays: Any = None) -> BatchSource:
-    """The trial's batch source; ``arrays`` are in-memory splits the driver already loaded."""
+    """The trial's batch source; ``arrays`` are in-memory splits the driver already loaded, or
+    ``sweep preflight``'s stand-in for data that is elsewhere (``workers/data/stand_in.py``)."""
+    if isinstance(arrays, StandInData):
+        return arrays.open(device)
     return spec.open_batches(device, arrays)
 
 

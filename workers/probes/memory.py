@@ -27,7 +27,10 @@ process's other memory (libraries, the interpreter).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -105,14 +108,36 @@ def resident_tensors(source: object) -> list[torch.Tensor]:
     return found
 
 
+@contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 pointed at /dev/null: kineto (torch 2.14) writes ``USDT: … profiler_start`` and
+    ``profiler_stop`` there from C++ at every profiler start and stop, at no level ``KINETO_LOG_LEVEL``
+    reaches. Only the start and stop are wrapped, so the measured code's own errors still show."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def profiler_allocation_peak(fn: Callable[[], object]) -> int | None:
     """Peak of (bytes allocated − bytes freed) on the CPU allocator while ``fn`` runs, from the
     profiler's ``[memory]`` events in time order. Frees of blocks allocated before are not reported
     by the profiler, so they cannot push the sum below zero."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with native_stderr_silenced():
+        prof.start()
+    try:
         fn()
+    finally:
+        with native_stderr_silenced():
+            prof.stop()
     events = getattr(getattr(prof.profiler, "kineto_results", None), "events", None)
     if events is None:
         return None

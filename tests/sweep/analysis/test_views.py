@@ -163,6 +163,7 @@ def test_plain_duckdb_shell_gives_the_same_answer(planted):
     assert from_shell == from_tool == {(1, 4, 2), (4, 2, 1), (16, 1, None), (64, 4, 2)}
 
 
+@pytest.mark.slow
 def test_report_renders_and_states_the_answer(planted, tmp_path):
     index = write_report("plant", planted, tmp_path / "report", question="Where does it break?")
     text = index.read_text()
@@ -178,6 +179,7 @@ def test_report_renders_and_states_the_answer(planted, tmp_path):
         assert f"]({picture})" in text
 
 
+@pytest.mark.slow
 def test_report_without_a_question_states_the_one_its_latest_sweep_recorded(planted, tmp_path):
     """`sweep report` reads the question from the results (the sweeps' `spaces` rows), not from the space file,
     whose loading would import torch."""
@@ -248,6 +250,7 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
     assert row["score_sd"] == pytest.approx(statistics.stdev([80.0, 85.0]))
 
 
+@pytest.mark.slow
 def test_kappa_theory_of_a_space_says_its_parametrisation_and_where_the_bound_applies(capsys):
     """mqar_recall's cpu profile: d_model 64 fixed, N = 16 tokens, so D = 64 for every head count and the
     bound is (√64 + √16)/(√64 − √16) = 3 for each; gpt2_tinystories: D = 512 = N tokens, where the theorem's
@@ -268,6 +271,7 @@ def test_kappa_theory_of_a_space_says_its_parametrisation_and_where_the_bound_ap
     assert at_n and all(r["kappa_theorem"] is None and r["regime"] == "D = N (κ unbounded)" for r in at_n)
 
 
+@pytest.mark.slow
 def test_report_puts_the_theorem_beside_the_measured_kappa(tmp_path):
     """Planted fixed-d_model rows (D = 64) seen at N = 128 tokens: D < N, so the report says the theorem does
     not apply, gives no theorem value, and the Gaussian edges' κ, (√128 + √64)/(√128 − √64) = 5.83."""

@@ -465,6 +465,7 @@ def test_damaged_files_are_left_out_by_name_whatever_the_folder_is_called(tmp_pa
     assert code == 0 and json.loads(out) == [{"n": 2}] and str(damaged) in err
 
 
+@pytest.mark.slow
 def test_report_goes_on_over_the_rest_naming_the_damaged_file(tmp_path):
     results, _ = two_imports(tmp_path)
     garbage = results / "epochs" / "fuzz" / "x" / "junk.parquet"

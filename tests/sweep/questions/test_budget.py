@@ -236,6 +236,7 @@ def test_budget_pairs_match_welch_intervals_from_scipy(planted, tolerance):
     assert verdicts[("deeper", "wider")] == ("wins" if tolerance == 1.0 else "inconclusive")
 
 
+@pytest.mark.slow
 def test_the_report_says_which_way_spent_the_budget_best_and_how_sure(planted, tmp_path):
     index = write_report("plant", planted, tmp_path / "report", tolerance=1.0)
     text = index.read_text()

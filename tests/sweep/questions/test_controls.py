@@ -264,6 +264,7 @@ def test_mlp_control_reads_files_written_before_the_control_column(planted, tmp_
     assert query(planted, "FROM mlp_control") == []  # no control arm recorded: nothing to compare
 
 
+@pytest.mark.slow
 def test_report_says_whether_extra_heads_beat_the_control(planted, tmp_path):
     index = write_report("mc", planted, tmp_path / "report")
     text = index.read_text()

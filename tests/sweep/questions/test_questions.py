@@ -63,6 +63,7 @@ def test_every_section_of_a_question_is_a_section_of_the_space_and_of_its_profil
         assert field.default == question.section_default and name in Profile.model_fields
 
 
+@pytest.mark.slow
 def test_a_registered_question_adds_its_view_and_its_report_section(toy, tmp_path):
     results = tmp_path / "results"
     import_file(write_csv(tmp_path / "plant.csv", planted_rows("plant", PLANTED_MEANS, noise=0.05)), results)

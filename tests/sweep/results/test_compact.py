@@ -249,6 +249,7 @@ def test_a_folder_whose_files_disagree_on_a_type_is_left_as_it_is(tmp_path, caps
     assert parquet_files(results) == files  # trials untouched; epochs and kappa compacted
 
 
+@pytest.mark.slow
 def test_files_of_two_schema_versions_in_one_folder_merge_and_read_as_before(tmp_path):
     """A version-1 trials file (no metric, no score: read as top-1) beside a version-2 one."""
     results = tmp_path / "results"

@@ -52,19 +52,59 @@ def test_a_dtype_error_only_under_bf16_autocast_is_caught(monkeypatch):
     assert "bf16 autocast" in bf16.checked and "fp32" in fp32.checked
 
 
-def test_a_missing_data_folder_fails_the_data_row_and_every_config(tmp_path, capsys):
+def space_file(tmp_path, name: str, **changes) -> Path:
+    """local_digits.yaml with top-level sections updated by ``changes``, written to ``tmp_path``."""
     space = yaml.safe_load(Path("search_spaces/local_digits.yaml").read_text())
-    space["data"] = {"name": "imagefolder", "root": str(tmp_path / "no-such-folder"), "num_classes": 10}
-    space["model"].update(patch_size=16)
-    space["axes"] = {"depth": [4], "num_heads": [1, 4]}
-    path = tmp_path / "missing.yaml"
+    for key, value in changes.items():
+        space[key] = {**space.get(key, {}), **value} if isinstance(value, dict) and key == "model" else value
+    path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(space))
+    return path
+
+
+def missing_folder_space(tmp_path) -> Path:
+    """ImageFolder data at a folder that does not exist; the quick profile's depths 1 and 4, heads 1 and 4."""
+    data = {"name": "imagefolder", "root": str(tmp_path / "no-such-folder"), "num_classes": 10}
+    return space_file(
+        tmp_path, "missing", data=data, model={"patch_size": 16}, axes={"depth": [4], "num_heads": [1, 4]}
+    )
+
+
+def test_a_missing_data_folder_fails_the_data_row_and_every_config(tmp_path, capsys):
+    path = missing_folder_space(tmp_path)
     code = main(["preflight", str(path), "--profile", "quick", "--results", str(tmp_path / "results")])
     out = capsys.readouterr().out
     assert code == 1
     data_row = next(line for line in out.splitlines() if line.startswith("data "))
     assert "no-such-folder" in data_row
     assert out.count("not run: the data check failed") == 4  # the quick profile: depths 1 and 4
+
+
+def test_with_stand_in_data_a_folder_that_is_elsewhere_is_said_and_every_config_runs(tmp_path, capsys):
+    """--stand-in-data: the data lives on the cluster. The row says it is not here (in one line); each config
+    runs its step and probes on stand-in batches of ImageFolder's shapes (3 × 224², 10 classes)."""
+    path = missing_folder_space(tmp_path)
+    command = ["preflight", str(path), "--profile", "quick", "--stand-in-data", "--results", str(tmp_path / "r")]
+    code = main(command)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    data_row = next(line for line in out.splitlines() if line.startswith("data "))
+    assert "not here, so configs ran on stand-in batches" in data_row and "no-such-folder" in data_row
+    config_rows = [line for line in out.splitlines()[1:] if line.split()[0] not in ("results", "resources", "data")]
+    assert len(config_rows) == 4
+    assert all("stand-in data" in line and line.rstrip().endswith("ok") for line in config_rows)
+
+
+def test_a_stated_node_is_what_resources_are_checked_against(tmp_path, capsys):
+    """--node-gpus / --node-cpus: the trials run on a cluster of such nodes, not on this CPU machine."""
+    path = space_file(tmp_path, "two_gpus", resources={"gpus_per_trial": 2, "cpus_per_trial": 8})
+    base = ["preflight", str(path), "--profile", "quick", "--results", str(tmp_path / "r")]
+    assert main([*base, "--node-gpus", "1", "--node-cpus", "16"]) == 1
+    resources_row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("resources"))
+    assert "needs 2 GPUs" in resources_row and "the stated node (1 GPU, 16 CPU)" in resources_row
+    assert main([*base, "--node-gpus", "8", "--node-cpus", "96"]) == 0
+    assert main([*base, "--node-gpus", "8"]) == 2  # a node is both
+    assert "--node-gpus and --node-cpus go together" in capsys.readouterr().err
 
 
 def test_an_unwritable_bucket_and_folder_are_caught(s3_server, tmp_path):  # noqa: F811
@@ -140,3 +180,37 @@ def test_with_a_gpu_each_config_shows_its_estimates_and_one_that_will_not_fit_fa
     assert main(["preflight", "local_digits", "--profile", "quick", "--results", results, *tiny]) == 1
     out = capsys.readouterr().out
     assert out.count("does not fit custom") == len(plan.configs)
+
+
+def test_an_unreachable_hub_makes_the_preflight_read_the_cache_only(tmp_path, capsys, monkeypatch):
+    """No network: HF_HUB_OFFLINE=1 is set for the process before the Hub's libraries load, and it says so."""
+    import os
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")  # nothing listens there
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # restored after the test
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    assert main(["preflight", "local_digits", "--profile", "quick", "--results", str(tmp_path / "r")]) == 0
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert "the Hugging Face Hub cannot be reached" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_with_ray_address_resources_are_checked_against_the_live_nodes(monkeypatch):
+    """RAY_ADDRESS: the nodes are Ray's live ones (here the 2-CPU local Ray the test starts, reached at its
+    GCS address), not this machine's cores."""
+    import ray
+
+    from sweep.run.preflight import cluster_nodes
+    from tests.helpers import running_local_ray
+
+    with running_local_ray():
+        address = ray.get_runtime_context().gcs_address
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        where, nodes = cluster_nodes()
+    assert where == f"the Ray cluster at {address}"
+    assert nodes == [{"CPU": 2.0, "GPU": 0.0}]
+    assert "more than 2" in resource_problem(Resources(cpus_per_trial=3), where, nodes)

@@ -25,6 +25,7 @@ def test_pareto_takes_the_score_params_front_and_the_baseline(planted_adaptive):
     assert chosen(plan, results, "pareto") == {(1, 4), (2, 1), (2, 4), (4, 4)}
 
 
+@pytest.mark.slow
 def test_top_k_takes_the_best_mean_scores(planted_adaptive):
     plan, results, _ = planted_adaptive
     assert chosen(plan, results, "top-k", top_k=2) == {(4, 4), (2, 4)}

@@ -454,3 +454,22 @@ def test_the_smoke_and_cpu_profiles_read_nothing_from_the_hub(key):
     data = load_space(*key.split("/"))[1].data.model_dump()
     assert data.get("source", "folder") != "hub" and data.get("hub") is None
     assert (data.get("glue") or {}).get("hub") is None
+
+
+def test_the_hub_is_reachable_only_where_a_server_listens(monkeypatch):
+    """hub_reachable opens a TCP connection to HF_ENDPOINT's host and port: True with a listener there, False
+    at once where nothing listens (a machine with no network), where datasets would retry for ~25 s."""
+    import socket
+    import time
+
+    from workers.data.hub import hub_reachable
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert hub_reachable()
+    started = time.perf_counter()
+    assert not hub_reachable()  # the listener is closed: connection refused
+    assert time.perf_counter() - started < 1.0

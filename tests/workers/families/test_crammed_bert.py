@@ -182,6 +182,7 @@ def tiny_trial(finetune: dict, steps: int = 30) -> dict:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_pretraining_then_fine_tuning_learns_the_generated_task():
     """Masked-token loss from pretraining beside the GLUE score after fine-tuning: the classifier learns the
     generated task (chance is 50%; the label needs the polarity word and whether "not" negates it)."""

@@ -42,6 +42,7 @@ def answer_of(text: str) -> str:
     return text.split("## The answer\n", 1)[1].strip().split("\n")[0]
 
 
+@pytest.mark.slow
 def test_every_count_verdict_and_edge_of_the_report_agrees_with_the_views(mqar_like, tmp_path):
     text = write_report("mq", mqar_like, tmp_path / "report").read_text()
     rows = query(mqar_like, "FROM vs_baseline WHERE space = 'mq'")
@@ -89,6 +90,7 @@ def test_every_count_verdict_and_edge_of_the_report_agrees_with_the_views(mqar_l
     assert "depth 1: inconclusive (single seed; Δ -44.4 leans breaks)" in text
 
 
+@pytest.mark.slow
 def test_configs_and_seeds_that_did_not_learn_are_flagged_and_named(mqar_like, tmp_path):
     rows = {(r["depth"], r["num_heads"]): r for r in query(mqar_like, "FROM vs_baseline")}
     assert {k for k, r in rows.items() if r["at_chance"]} == {(1, 1), (1, 4), (1, 16)}
@@ -104,6 +106,7 @@ def test_configs_and_seeds_that_did_not_learn_are_flagged_and_named(mqar_like, t
     assert "A seed failed to learn while its siblings did: 2 blocks × 4 heads of 16, seed 1 at 55.0% while 2 " in answer
 
 
+@pytest.mark.slow
 def test_no_verdict_rests_on_a_baseline_at_chance(tmp_path):
     # a smoke profile: every config, baseline included, at 10% on 10 classes; 2 × 16 above it by luck
     scores = {(2, 4): [10.0, 10.1], (1, 4): [10.0, 10.0], (1, 16): [10.1, 9.9], (2, 16): [31.0, 33.0]}
@@ -124,6 +127,7 @@ def test_no_verdict_rests_on_a_baseline_at_chance(tmp_path):
     assert "holds down to" not in text
 
 
+@pytest.mark.slow
 def test_a_space_judged_on_single_seeds_reports_no_hold_and_no_break(tmp_path):
     # local_digits --profile quick: one seed each; the answer and the tally must both say nothing is settled
     scores = {(4, 4): [92.0], (4, 1): [90.0], (4, 16): [93.0], (1, 1): [60.0], (1, 4): [80.0], (1, 16): [95.0]}

@@ -30,6 +30,7 @@ def report(tmp_path_factory):
     return paths[0].read_text(), sorted(png for path in paths for png in path.parent.glob("*.png"))
 
 
+@pytest.mark.slow
 def test_every_figure_is_drawn_inside_its_canvas(report):
     _, pngs = report
     assert {p.name for p in pngs} >= {"pareto.png", "delta_heatmap.png", "throughput_vs_params.png"}

@@ -98,6 +98,7 @@ def figure_json(page: str, div_id: str) -> tuple[list[dict], dict]:
     return data, layout
 
 
+@pytest.mark.slow
 def test_the_page_holds_the_answer_three_figures_and_no_remote_script(report):
     page = (report / "index.html").read_text(encoding="utf-8")
     markdown = (report / "index.md").read_text()
@@ -144,6 +145,7 @@ def test_the_python_front_is_the_pareto_view_on_params(report):
     assert lower_is_better == {"plant-d1-h1", "plant-d1-h4", "plant-d1-h64"}
 
 
+@pytest.mark.slow
 def test_a_figure_without_data_says_why(tmp_path):
     """No baseline row, no per-epoch κ, no FLOPs or latency recorded: the page keeps its three figures, each
     saying what is missing."""

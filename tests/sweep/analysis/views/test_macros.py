@@ -168,6 +168,7 @@ def coverage(verdicts, setting: str, lo: str, hi: str, truth: float = -0.4) -> f
     return float(np.mean((lows <= truth) & (truth <= highs)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", SEEDS)
 def test_pooled_intervals_cover_95_percent(simulated, seeds):
     _, verdicts, _ = simulated
@@ -544,6 +545,7 @@ def test_kappa_accuracy_interval_narrows_with_more_configs(tmp_path):
 # --- the plain duckdb shell ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DUCKDB_SHELL.exists(), reason="the duckdb shell (dev dependency duckdb-cli) is not installed")
 def test_plain_duckdb_shell_agrees_on_the_new_views(matched, kappa_rows):
     kappa_results, _ = kappa_rows

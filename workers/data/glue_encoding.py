@@ -110,7 +110,7 @@ def glue_batches(
         index = order[start : start + batch_size] if order is not None else slice(start, start + batch_size)
         batch_ids = torch.as_tensor(ids[index].astype(np.int64), device=device)
         batch_lengths = torch.as_tensor(lengths[index].astype(np.int64), device=device)
-        mask = (positions < batch_lengths[:, None]).long()
+        mask = (positions < batch_lengths[:, None]).to(torch.int64)
         yield {"input_ids": batch_ids, "attention_mask": mask}, torch.as_tensor(labels[index], device=device)
 
 

@@ -110,10 +110,10 @@ class StandInBatches:
             return images.to(self.device), self._draw_int(f["num_classes"], (n,)).to(self.device)
         seq_len, vocab = f["seq_len"], f["vocab_size"]
         ids = self._draw_int(vocab, (n, seq_len))
-        mask = torch.ones((n, seq_len), dtype=torch.long)
+        mask = torch.ones((n, seq_len), dtype=torch.int64)
         if self.modality == "sequence":
             lengths = torch.randint(seq_len // 2, seq_len + 1, (n,), generator=self.generator)
-            mask = (torch.arange(seq_len) < lengths[:, None]).long()
+            mask = (torch.arange(seq_len) < lengths[:, None]).to(torch.int64)
             labels = self._draw_int(f["num_classes"], (n,))
         elif self.modality == "causal_lm":
             labels = self._draw_int(vocab, (n, seq_len))

@@ -214,3 +214,32 @@ def test_with_ray_address_resources_are_checked_against_the_live_nodes(monkeypat
     assert where == f"the Ray cluster at {address}"
     assert nodes == [{"CPU": 2.0, "GPU": 0.0}]
     assert "more than 2" in resource_problem(Resources(cpus_per_trial=3), where, nodes)
+
+
+def test_with_compile_the_step_goes_through_torch_compile_and_a_compile_error_is_its_rows(monkeypatch):
+    """--compile: the worker's trial compiles its step (workers/train.py's torch.compile; here with the
+    aot_eager backend, which traces forward and backward without building C++ on 2 cores), and an error only
+    the compiled step meets is the config's one-line problem, while the same config passes uncompiled."""
+    import workers.train
+
+    original = torch.compile
+    calls = []
+
+    def traced(model, **options):
+        calls.append(options)
+        return original(model, backend="aot_eager")
+
+    def unbuildable(model, **options):
+        raise RuntimeError("InductorError: no working C++ compiler found\nthe log")
+
+    plan = digits_plan()
+    config = min(plan.configs, key=lambda c: (c.shape.depth, c.shape.num_heads))
+    monkeypatch.setattr(workers.train.torch, "compile", traced)
+    row = check_config(plan.space, config, True, PLENTY_BYTES, {})
+    assert row.ok, row.problem
+    assert "compiled" in row.checked and len(calls) >= 1
+    monkeypatch.setattr(workers.train.torch, "compile", unbuildable)
+    failed = check_config(plan.space, config, True, PLENTY_BYTES, {})
+    assert failed.problem is not None and "\n" not in failed.problem
+    assert "no working C++ compiler found" in failed.problem
+    assert check_config(plan.space, config, False, PLENTY_BYTES, {}).ok  # not compiled: nothing calls it

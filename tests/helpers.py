@@ -3,7 +3,6 @@
 import contextlib
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -110,15 +109,18 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
 # --- whole sweeps ---------------------------------------------------------------------------------------
 
 
-def run_smoke_profile(space: str, results: Path) -> list[dict]:
-    """``sweep run SPACE --profile smoke`` as users run it, in a process of its own with a local Ray of its own;
-    it must succeed. Returns the trials it recorded, by family, depth and number of heads."""
-    done = subprocess.run(
-        [SWEEP, "run", space, "--profile", "smoke", "--results", str(results), "--quiet"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": ""},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    noise = [line for line in RAY_TUNE_OPTUNA_NOISE if line in done.stdout + done.stderr]
+def run_smoke_profile(space: str, results: Path, capfd) -> list[dict]:
+    """``sweep run SPACE --profile smoke --quiet`` through the CLI's entry point (``sweep.cli.main``) in this
+    process, on the local Ray a test fixture started (``local_ray``): the sweeps of one module share it and its
+    warm worker processes (a subprocess would start both anew, about 15 s of two cores; tests/sweep/run/
+    test_tuner_faults.py runs the console script in subprocesses). It must succeed and print none of Ray's,
+    Tune's or Optuna's own lines. Returns the trials it recorded, by family, depth and number of heads."""
+    from sweep.cli import main
+
+    code = main(["run", space, "--profile", "smoke", "--results", str(results), "--quiet"])
+    printed = capfd.readouterr()
+    assert code == 0, printed.err[-3000:]
+    noise = [line for line in RAY_TUNE_OPTUNA_NOISE if line in printed.out + printed.err]
     assert not noise, f"printed without --verbose: {noise}"
     return query(results, "SELECT * FROM trials ORDER BY family, depth, num_heads")
 

@@ -1,6 +1,8 @@
 """The shipped known-answer spaces (search_spaces/known_*.yaml, docs/known_answers.md): each loads with
 expectations over planned configs in every profile, and each smoke profile runs through the CLI and fills the
-``expectations`` view (the claims recorded by the sweep itself)."""
+``expectations`` view (the claims recorded by the sweep itself). The four sweeps run in this process on one
+local Ray (``sweep.cli.main``, as the console script calls it), which keeps its worker processes warm between
+them."""
 
 import pytest
 
@@ -23,9 +25,9 @@ def test_each_known_space_states_a_claim_and_expectations_over_planned_configs(n
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", KNOWN_SPACES)
-def test_smoke_profile_runs_and_fills_the_expectations_view(name, tmp_path):
+def test_smoke_profile_runs_and_fills_the_expectations_view(name, tmp_path, local_ray, capfd):
     results = tmp_path / "results"
-    trials = run_smoke_profile(name, results)
+    trials = run_smoke_profile(name, results, capfd)
     assert trials and all(t["status"] == "ok" for t in trials)
     rows = query(results, "FROM expectations")
     _, space, _ = load_space(name, "smoke")

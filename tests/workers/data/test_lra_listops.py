@@ -33,9 +33,9 @@ def test_every_profile_runs_both_families_on_the_same_shapes(profile):
 
 
 @pytest.mark.slow
-def test_smoke_profile_runs_end_to_end_through_the_cli(tmp_path):
+def test_smoke_profile_runs_end_to_end_through_the_cli(tmp_path, local_ray, capfd):
     results = tmp_path / "results"
-    trials = run_smoke_profile("lra_listops", results)
+    trials = run_smoke_profile("lra_listops", results, capfd)
     assert len(trials) == 8 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "accuracy" and trial["metric_mode"] == "max"

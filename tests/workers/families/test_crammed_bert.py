@@ -221,13 +221,13 @@ def test_plan_prints_the_published_counts(capsys):
 
 
 @pytest.mark.slow
-def test_smoke_profile_runs_through_the_cli(tmp_path):
+def test_smoke_profile_runs_through_the_cli(tmp_path, local_ray, capfd):
     """`make sweep SPACE=crammed_bert PROFILE=smoke` as users run it: ok rows with the GLUE average as score,
     the task's own column, κ and throughput; the plan's parameter count is the trained model's."""
     from sweep.analysis.sql import run_query
 
     results = tmp_path / "results"
-    trials = run_smoke_profile("crammed_bert", results)
+    trials = run_smoke_profile("crammed_bert", results, capfd)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "glue_avg" and trial["score"] == trial["glue_avg"] == trial["glue_synthetic"]

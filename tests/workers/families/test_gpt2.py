@@ -180,12 +180,12 @@ def test_a_small_gpt2_on_mqar_gets_below_the_uniform_loss():
 
 
 @pytest.mark.slow
-def test_mqar_smoke_profile_runs_through_the_cli(tmp_path):
+def test_mqar_smoke_profile_runs_through_the_cli(tmp_path, local_ray, capfd):
     """The embedded language-model space as users run it: `sweep run`, then the analysis on accuracy."""
     from sweep.analysis.sql import run_query
 
     results = tmp_path / "results"
-    trials = run_smoke_profile("mqar_recall", results)
+    trials = run_smoke_profile("mqar_recall", results, capfd)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     for trial in trials:
         assert trial["metric"] == "accuracy" and trial["score"] == trial["accuracy"]

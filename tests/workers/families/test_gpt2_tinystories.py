@@ -112,11 +112,11 @@ def test_planted_loss_rows_imported_into_the_space_give_its_depth_edge(tmp_path)
 
 
 @pytest.mark.slow
-def test_smoke_profile_runs_through_the_cli(tmp_path):
+def test_smoke_profile_runs_through_the_cli(tmp_path, local_ray, capfd):
     """`make sweep SPACE=gpt2_tinystories PROFILE=smoke` as users run it: ok rows with the loss as score,
     κ, throughput and the per-token latency of generation."""
     results = tmp_path / "results"
-    trials = run_smoke_profile("gpt2_tinystories", results)
+    trials = run_smoke_profile("gpt2_tinystories", results, capfd)
     assert len(trials) == 4 and {t["status"] for t in trials} == {"ok"}
     assert {(t["num_heads"], t["head_dim"]) for t in trials} == {(3, 10), (4, 8)}  # floor_d_model at d 32
     for trial in trials:

@@ -47,7 +47,10 @@ def running_local_ray() -> Iterator[None]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")  # one process fewer to start on a 2-core machine
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        # address="local": a Ray of its own, even while a serial test's cluster runs beside it (ray.init() would join)
+        ray.init(
+            address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
+        )
         try:
             yield
         finally:

@@ -202,7 +202,8 @@ def configure_output(verbose: bool) -> int:
 
 
 def init_ray(num_cpus: int | None = None) -> str:
-    """Connect to ``$RAY_ADDRESS`` if set, else start a local Ray bound to 127.0.0.1 with no dashboard."""
+    """Connect to ``$RAY_ADDRESS`` if set, else start a local Ray bound to 127.0.0.1 with no dashboard: a new one
+    (``address="local"``) even while another Ray runs on this machine, which ``ray.init()`` would join."""
     if ray.is_initialized():
         return "already initialised"
     address = os.environ.get("RAY_ADDRESS")
@@ -210,6 +211,7 @@ def init_ray(num_cpus: int | None = None) -> str:
         ray.init(address=address, log_to_driver=False)
         return f"cluster at {address}"
     ray.init(
+        address="local",
         num_cpus=num_cpus,
         include_dashboard=False,
         _node_ip_address="127.0.0.1",

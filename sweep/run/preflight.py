@@ -9,6 +9,8 @@ One row per check, each ``ok`` or the problem in one line:
   (``workers/data/stand_in.py``);
 - ``results``: the results destination (folder or ``s3://`` / ``gs://`` prefix) takes a probe object, which is
   written and deleted again;
+- ``data on nodes`` (with ``RAY_ADDRESS``, and no stated node): the data check run as a Ray task on each live
+  node that can hold a trial, so data missing on one worker node shows before the sweep;
 - ``resources``: a trial's CPUs and GPUs fit one node of the cluster it will run on (a node stated with
   ``--node-gpus`` / ``--node-cpus``; else ``RAY_ADDRESS``: Ray's live nodes; else this machine), per worker when
   ``workers_per_trial`` > 1;
@@ -178,6 +180,46 @@ def check_resources_row(resources, nodes: tuple[str, list[dict[str, float]]] | N
     return Row("resources", wanted, problem, f"against {len(listed)} node(s) of {where}")
 
 
+def data_found_here(space, space_ref: str) -> str | None:
+    """Run on a cluster node: None when the data set is where a trial there looks, else why not (one line)."""
+    from sweep.space.validation import check_data
+
+    try:
+        check_data(space, space_ref)
+    except Exception as exc:
+        return first_line(exc)
+    return None
+
+
+def check_data_on_nodes_row(space, space_ref: str, address: str) -> Row:
+    """The data check (``check_data``: found where trials look, nothing read) as a Ray task pinned to each live
+    node of the cluster at ``address`` that can hold a trial, using no CPU so that a busy node answers too."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    started = time.perf_counter()
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    resources = space.resources
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    able = [n for n in nodes if resource_problem(resources, address, [n["Resources"]]) is None]
+    check = ray.remote(num_cpus=0)(data_found_here)
+    pending = [
+        check.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+            space, space_ref
+        )
+        for n in able
+    ]
+    answers = ray.get(pending, timeout=600)
+    missing = [(n["NodeManagerAddress"], why) for n, why in zip(able, answers, strict=True) if why is not None]
+    checked = f"on each of the {len(able)} node(s) of {address} that can hold a trial"
+    wall_s = time.perf_counter() - started
+    if missing:
+        where = ", ".join(ip for ip, _ in missing)
+        return Row("data on nodes", space.data.name, f"not on {len(missing)} of {len(able)} nodes ({where}): "
+                   f"{missing[0][1]}", checked, wall_s)  # fmt: skip
+    return Row("data on nodes", space.data.name, None, f"found {checked}", wall_s)
+
+
 # --- configs ---------------------------------------------------------------------------------------------
 
 
@@ -331,13 +373,18 @@ def preflight(
     rows: list[Row] = []
     log = log or sys.stderr
 
+    address = os.environ.get("RAY_ADDRESS") if nodes is None else None
+    total = len(plan.configs) + 3 + bool(address)
+
     def add(row: Row) -> None:
         rows.append(row)
         state = row.result if row.ok else f"PROBLEM: {row.problem}"
-        print(f"[preflight] {len(rows)}/{len(plan.configs) + 3} {row.config_id} ({row.wall_s:.1f}s): {state}", file=log)
+        print(f"[preflight] {len(rows)}/{total} {row.config_id} ({row.wall_s:.1f}s): {state}", file=log)
 
     add(check_results_row(results))
     add(check_resources_row(plan.space.resources, nodes))
+    if address and rows[-1].ok:  # where trials will run: each node that can hold one
+        add(check_data_on_nodes_row(plan.space, space_ref, address))
     data_row, data = check_data_row(plan.space, space_ref, stand_in)
     add(data_row)
     available = available_memory_bytes()

@@ -243,3 +243,28 @@ def test_with_compile_the_step_goes_through_torch_compile_and_a_compile_error_is
     assert failed.problem is not None and "\n" not in failed.problem
     assert "no working C++ compiler found" in failed.problem
     assert check_config(plan.space, config, False, PLENTY_BYTES, {}).ok  # not compiled: nothing calls it
+
+
+@pytest.mark.slow
+def test_with_ray_address_the_data_is_looked_for_on_each_node_that_can_hold_a_trial(tmp_path, monkeypatch):
+    """RAY_ADDRESS: the data check runs as a Ray task pinned to each live node (here the local Ray's one node),
+    so a folder missing on a worker node is a one-line problem naming the node before any trial."""
+    import ray
+
+    from tests.helpers import running_local_ray
+
+    args = build_parser().parse_args(["plan", str(missing_folder_space(tmp_path)), "--profile", "quick"])
+    missing = load_plan(args)
+    found = digits_plan()
+    found.configs = found.configs[:1]
+    with running_local_ray():
+        monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+        node_ip = ray.nodes()[0]["NodeManagerAddress"]
+        found_rows = preflight(found, "local_digits", tmp_path / "r1")
+        missing_rows = preflight(missing, str(tmp_path / "missing.yaml"), tmp_path / "r2")
+    on_nodes = next(row for row in found_rows if row.config_id == "data on nodes")
+    assert on_nodes.ok and on_nodes.checked.startswith("found on each of the 1 node(s)")
+    assert all(row.ok for row in found_rows)
+    lacking = next(row for row in missing_rows if row.config_id == "data on nodes")
+    assert lacking.problem is not None and "\n" not in lacking.problem
+    assert lacking.problem.startswith(f"not on 1 of 1 nodes ({node_ip}): DataUnavailableError: imagefolder")

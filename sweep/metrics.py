@@ -5,6 +5,8 @@ module re-exports them for the driver.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from workers.metrics import (
     DEFAULT_METRIC,
     DEFAULT_TOLERANCE,
@@ -17,8 +19,19 @@ from workers.metrics import (
 )
 
 __all__ = [
-    "DEFAULT_METRIC", "DEFAULT_TOLERANCE", "METRICS", "MODALITY_METRICS", "Metric", "direction_words", "epoch_key",
-    "format_delta", "format_score", "natural_mode", "record_key", "tolerance_unit",
+    "DEFAULT_METRIC",
+    "DEFAULT_TOLERANCE",
+    "METRICS",
+    "MODALITY_METRICS",
+    "Headline",
+    "Metric",
+    "direction_words",
+    "epoch_key",
+    "format_delta",
+    "format_score",
+    "natural_mode",
+    "record_key",
+    "tolerance_unit",
 ]  # fmt: skip
 
 
@@ -50,3 +63,25 @@ def format_delta(value: float | None, name: str) -> str:
         return "n/a"
     info = METRICS.get(name)
     return f"{value:+.{info.decimals if info else 3}f}"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The metric a report judges on: its name, direction (max | min) and the tolerance its verdicts used."""
+
+    name: str
+    mode: str
+    tolerance: float
+
+    @property
+    def label(self) -> str:
+        info = METRICS.get(self.name)
+        return info.label if info else self.name
+
+    @property
+    def unit(self) -> str:
+        return tolerance_unit(self.name)
+
+    @property
+    def worse(self) -> str:
+        return "below" if self.mode == "max" else "above"

@@ -61,7 +61,7 @@ def local_ray():
         yield
 
 
-# The space `planted_adaptive` plants rows of (tests/sweep/run/test_adaptive.py,
+# The space `planted_adaptive` plants rows of (tests/sweep/analysis/test_adaptive.py,
 # tests/sweep/run/test_rerun_selections.py).
 ADAPTIVE_SPACE = """\
 question: which depths hold?

@@ -64,6 +64,64 @@ def test_no_import_cycle(package):
     assert find_cycle(import_graph(package)) is None
 
 
+# The floors of sweep/, bottom to top, in the order a sweep takes them: a module may import its own floor and
+# those below it, never one above. Beneath every stage, the ground: modules all stages share (errors, words,
+# metrics as printed, Markdown, the CLI's choices). The questions are declarations every stage reads, so they
+# sit on the first floor and import no stage; the run needs the results' sink and the analysis (which configs
+# need more seeds), and nothing imports the command line.
+GROUND = ("sweep.errors", "sweep.text", "sweep.metrics", "sweep.markdown", "sweep.choices")
+FLOORS = ("questions", "space", "plan", "results", "analysis", "run", "cli")
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of a module of ``sweep`` (-1: the ground), or None for one outside it (or the facade)."""
+    if module in GROUND:
+        return -1
+    parts = module.split(".")
+    if parts[0] != "sweep" or len(parts) < 2 or parts[1] not in FLOORS:
+        return None
+    return FLOORS.index(parts[1])
+
+
+def upward_imports(imports: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for every import that runs up a floor, or from the ground into a floor."""
+    found = []
+    for importer, imported in sorted(imports.items()):
+        here = floor_of(importer)
+        for module in sorted(imported):
+            there = floor_of(module)
+            if here is not None and there is not None and there > here:
+                found.append(f"{importer} -> {module}")
+    return found
+
+
+def test_the_floor_check_finds_a_planted_upward_import():
+    planted = {
+        "sweep.results.compact": {"sweep.analysis.sql", "sweep.plan.plan"},
+        "sweep.space.model": {"sweep.cli.parsers"},
+        "sweep.text": {"sweep.questions"},
+        "sweep.run.tuner": {"sweep.results.sink", "sweep.errors"},
+    }
+    assert upward_imports(planted) == [
+        "sweep.results.compact -> sweep.analysis.sql",
+        "sweep.space.model -> sweep.cli.parsers",
+        "sweep.text -> sweep.questions",
+    ]
+
+
+def test_every_folder_of_the_driver_is_on_a_floor():
+    folders = {path.name for path in (ROOT / "sweep").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    loose = {path.stem for path in (ROOT / "sweep").glob("*.py")} - {"__init__", "__main__"}
+    assert folders == set(FLOORS)
+    assert {f"sweep.{name}" for name in loose} == set(GROUND)
+
+
+def test_the_driver_imports_only_down_its_floors():
+    """No two folders of ``sweep/`` import each other and none imports ``cli/``: every import, at the top, lazy
+    inside a function, or for type checking only, goes to its own floor or one below (``FLOORS``)."""
+    assert upward_imports(import_graph("sweep")) == []
+
+
 def test_workers_never_import_the_driver():
     """Trials must run where only ``workers`` is installed: the dependency points one way."""
     offenders = {

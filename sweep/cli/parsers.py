@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.analysis.views import analysis_views
-from sweep.cli.options import SELECTIONS, TRACKERS
+from sweep.choices import SELECTIONS, TRACKERS
 
 if TYPE_CHECKING:
     pass

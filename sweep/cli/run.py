@@ -59,7 +59,8 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
 
 
 def cmd_run(args) -> int:
-    from sweep.run.rerun import describe, missing_pairs, recorded_pairs, sweep_lock
+    from sweep.results.storage import sweep_lock
+    from sweep.run.rerun import describe, missing_pairs, recorded_pairs
     from sweep.space.validation import check_data
 
     plan = load_plan(args, check_data)
@@ -128,7 +129,8 @@ def run_search(plan: Plan, args) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from sweep.run.rerun import describe, missing_pairs, recorded_pairs, select_configs, sweep_lock
+    from sweep.results.storage import sweep_lock
+    from sweep.run.rerun import describe, missing_pairs, recorded_pairs, select_configs
     from sweep.space.model import GridSearch, Scheduler
     from sweep.space.validation import check_data
 
@@ -160,7 +162,7 @@ def cmd_rerun(args) -> int:
 
 def rerun_search(args, check_data) -> int:
     """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
-    from sweep.run.rerun import sweep_lock
+    from sweep.results.storage import sweep_lock
 
     plan = load_plan(args, check_data)
     if plan.space.search.kind == "grid":
@@ -173,9 +175,9 @@ def rerun_search(args, check_data) -> int:
 
 def rerun_inconclusive(args, check_data) -> int:
     """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
-    run (``sweep/run/adaptive.py``); ``--dry-run`` prints the first round."""
-    from sweep.run.adaptive import describe_round, next_round, open_verdicts
-    from sweep.run.rerun import sweep_lock
+    run (``sweep/analysis/adaptive.py``); ``--dry-run`` prints the first round."""
+    from sweep.analysis.adaptive import describe_round, next_round, open_verdicts
+    from sweep.results.storage import sweep_lock
     from sweep.space.model import GridSearch, Scheduler
 
     if args.budget is None or args.budget < 1:

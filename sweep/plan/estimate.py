@@ -123,7 +123,7 @@ def activation_bytes_per_sample(model: dict) -> int:
     """Bytes autograd saves for backward in a float32 forward of one sample of ``model`` (ModelSpec fields),
     parameters left out, each storage once; counted at depths 1 and 2 and extended linearly in depth, as the
     planner counts parameters and FLOPs (``depth`` repeats identical blocks)."""
-    from sweep.plan.plan import freeze
+    from sweep.space.shapes import freeze
 
     one = _saved_bytes(freeze({**model, "depth": 1}))
     if model["depth"] == 1:

@@ -11,7 +11,7 @@ Counts come from ``params_of`` (the plan passes ``measure_shape``'s: the model b
 whatever a family adds (biases, norms, embeddings) is in them. Each count is non-decreasing in the free
 integer, so the nearest is found by doubling, then bisection: about 2·log2(k) counts a way.
 
-Shapes are the plan's :class:`~sweep.plan.plan.Shape` (copied with ``dataclasses.replace``; this module does not
+Shapes are the space's :class:`~sweep.space.shapes.Shape` (copied with ``dataclasses.replace``; this module does not
 import the plan, which loops over the questions). Views: ``budget.sql`` (budget_ways, budget_pairs).
 """
 
@@ -25,13 +25,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from sweep.analysis.report.data import query
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.shapes import shape_words
-from sweep.analysis.report.tables import markdown_table
-from sweep.metrics import format_delta, format_score
+from sweep.markdown import markdown_table, query
+from sweep.metrics import Headline, format_delta, format_score
 from sweep.questions.base import Planner, Question
-from sweep.text import plural
+from sweep.text import plural, shape_words
 from workers.config import PositiveInt, StrictModel
 
 # --- the space's `budget:` section ----------------------------------------------------------------------
@@ -135,7 +132,7 @@ class WaySolution:
     params: int | None
     target: int
     tolerance: float
-    shape: Any = None  # sweep.plan.plan.Shape, labelled with the way
+    shape: Any = None  # sweep.space.shapes.Shape, labelled with the way
     reason: str | None = None
 
     @property
@@ -158,7 +155,7 @@ class BudgetPlan:
     """A family's budget: its base (a config, ``budget_way`` ``base``), the target, and each way's answer."""
 
     family: str
-    base: Any  # sweep.plan.plan.Shape
+    base: Any  # sweep.space.shapes.Shape
     base_params: int
     target: int
     tolerance: float

@@ -8,9 +8,8 @@ plan crosses it with the others; ``none`` passes nothing to the worker, so older
 
 from __future__ import annotations
 
-from sweep.analysis.report.data import query
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.tables import interval_words
+from sweep.markdown import interval_words, query
+from sweep.metrics import Headline
 from sweep.questions.base import Question
 
 # --- the report ---------------------------------------------------------------------------------------------

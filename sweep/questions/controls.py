@@ -13,13 +13,10 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
-from sweep.analysis.report.data import query
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.shapes import shape_words
-from sweep.analysis.report.tables import interval_words
-from sweep.metrics import format_score
+from sweep.markdown import interval_words, query
+from sweep.metrics import Headline, format_score
 from sweep.questions.base import AXIS_NAMES, Planner, Question
-from sweep.text import human, plural
+from sweep.text import human, plural, shape_words
 from workers.config import Conditioning, PositiveInt, StrictModel
 from workers.vocabulary import SHAPE_KEYS, did_you_mean
 

@@ -29,8 +29,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from sweep.analysis.report.data import query
-from sweep.analysis.report.headline import Headline
+from sweep.markdown import query
+from sweep.metrics import Headline
 from sweep.questions.base import AXIS_NAMES, Planner, Question
 from workers.config import StrictModel
 
@@ -100,7 +100,7 @@ def shape_value(shape, key: str):
 
 
 def matching_shapes(shapes: list, side: dict[str, Any]) -> list:
-    """The shapes (``sweep.plan.plan.Shape``) whose values equal every value ``side`` names."""
+    """The shapes (``sweep.space.shapes.Shape``) whose values equal every value ``side`` names."""
     return [s for s in shapes if all(shape_value(s, key) == value for key, value in side.items())]
 
 

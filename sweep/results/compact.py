@@ -14,7 +14,7 @@ Nothing is lost and nothing is counted twice, wherever a compaction is killed:
 
 1. The merged file is written under a temporary name and renamed into place (on object storage it is stored
    in one request). Killed before that: the folder is as it was, plus a temporary that no reader matches.
-2. From that moment every reader here (``sweep/analysis/sql.py``, ``sweep doctor``, this module) reads the merged file
+2. From that moment every reader here (``reader.py``: the analysis, ``sweep doctor``, this module) reads the merged file
    and leaves out the files it names (:func:`sweep.results.storage.superseded`), whether or not they still exist.
 3. Then the named files are deleted. Killed before they all are: those left are *superseded*. The analysis
    skips them, the next compaction deletes them, ``sweep doctor`` names them and ``--fix`` sets them aside.
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from sweep.errors import ResultsError, SweepLocked
 from sweep.results.schema import TABLES
-from sweep.analysis.sql import table_footers
+from sweep.results.reader import table_footers
 from sweep.results.storage import REPLACES_KEY, Footer, ObjectStore, is_remote, locate, split_path, superseded, sweep_lock
 from sweep.results.storage import write_atomic as write_file
 

@@ -31,12 +31,12 @@ import pyarrow.parquet as pq
 
 from sweep.errors import DoctorError
 from sweep.results.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
-from sweep.analysis.sql import footer, footer_problem
+from sweep.results.reader import footer, footer_problem
 from sweep.results.storage import ObjectStore, is_remote, superseded
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
-# Columns of version-1 files that version 2 dropped; read by sweep/analysis/views/compat.sql, so not problems.
+# Columns of version-1 files that version 2 dropped; read by sweep/results/compat.sql, so not problems.
 VERSION_1_COLUMNS = {"spaces": {"tolerance_top1": pa.float64()}}
 KEY_COLUMNS = {
     **{table: [name for name, _ in TRIAL_KEY] for table in ("trials", "epochs", "kappa")},

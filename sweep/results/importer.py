@@ -36,11 +36,11 @@ import pyarrow.parquet as pq
 
 from sweep.errors import ImportRejected, ResultsError, SpaceError
 from sweep.metrics import DEFAULT_METRIC, METRICS, direction_words, natural_mode
-from sweep.plan.plan import enumerate_shapes, resolve_baseline
+from sweep.space.shapes import enumerate_shapes, resolve_baseline
+from sweep.results.reader import read_table
 from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.results.sink import record_space, write_atomic
 from sweep.space.loader import load_space, shipped_spaces
-from sweep.analysis.sql import run_query
 from workers.vocabulary import SHAPE_KEYS, STATUSES
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
@@ -53,7 +53,7 @@ NON_NEGATIVE = (
     "infer_tokens_per_s", "latency_b1_ms", "token_latency_ms", "kappa_mean", "kappa_max", "wall_s", "train_s",
     "kappa_probe_s", "finetune_s", "resident_data_bytes", "kv_cache_bytes_per_token",
 )  # fmt: skip
-SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.plan.plan.Shape.key(), which adds the key/value heads and conditioning
+SHAPE_KEY = (*SHAPE_KEYS, "family")  # as sweep.space.shapes.Shape.key(), which adds the key/value heads and conditioning
 SPACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # it names a folder under results/<table>/
 INT_BITS = {pa.int32(): 32, pa.int64(): 64}
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
@@ -448,7 +448,7 @@ def complete(row: dict, sweep_id: str, index: int, shipped: SpaceHeadline | None
 
 def existing_rows(results_dir: Path) -> tuple[set[tuple], set[str]]:
     """The (space, config_id, seed) of every trial in the results, and the spaces with a baseline row."""
-    _, rows = run_query(results_dir, "SELECT space, config_id, seed, is_baseline FROM trials")
+    rows = read_table(results_dir, "trials", "space, config_id, seed, is_baseline")
     return {tuple(row[:3]) for row in rows}, {row[0] for row in rows if row[3]}
 
 
@@ -531,7 +531,7 @@ def mark_baselines(rows: list[dict], shipped: list) -> None:
 
 
 def shape_key(row: dict) -> tuple:
-    """``row``'s shape as :meth:`sweep.plan.plan.Shape.key` spells it: a row without ``num_kv_heads`` or
+    """``row``'s shape as :meth:`sweep.space.shapes.Shape.key` spells it: a row without ``num_kv_heads`` or
     ``conditioning`` is multi-head attention as built."""
     kv_heads = row.get("num_kv_heads") or row.get("num_heads")
     return (*(row.get(key) for key in SHAPE_KEY), kv_heads, row.get("conditioning") or "none")

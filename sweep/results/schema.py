@@ -16,7 +16,7 @@ Version 2 made the analysis metric-agnostic: a trials row names its space's head
 its direction ``metric_mode``) and carries its value (``score``); sequence trials add ``accuracy``,
 tokens/s and ``seq_len``; epochs rows add ``val_accuracy`` and ``val_score``; a spaces row holds
 ``metric``, ``metric_mode`` and ``tolerance`` instead of ``tolerance_top1``. Version-1 files stay
-readable: ``sweep/analysis/views/compat.sql`` reads a v1 trials row as metric ``top1``, mode ``max``, score = top1, and
+readable: ``sweep/results/compat.sql`` reads a v1 trials row as metric ``top1``, mode ``max``, score = top1, and
 a v1 spaces row's ``tolerance_top1`` as its tolerance.
 """
 

@@ -14,17 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.analysis.sql import connect, connect_lazily
-from sweep.cli.options import SELECTIONS
+from sweep.choices import SELECTIONS
 from sweep.errors import SweepError
-from sweep.plan.plan import Plan, PlannedConfig
-from sweep.results.storage import sweep_lock  # noqa: F401 (its home was here; `sweep compact` needs it without torch)
+from sweep.plan.plan import Missing, Plan, PlannedConfig
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
-
-
-@dataclass(frozen=True)
-class Missing:
-    config: PlannedConfig
-    seed: int
 
 
 def recorded_pairs(results_dir: Path, space: str) -> set[tuple[str, int]]:

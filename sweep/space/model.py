@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model, field_validator, model_validator
 
-from sweep.cli.options import TRACKERS, Tracker  # noqa: F401 (TRACKERS: read from here by older code)
+from sweep.choices import Tracker
 from sweep.metrics import DEFAULT_METRIC, METRICS
 from sweep.questions import QUESTIONS
 from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)

@@ -3,8 +3,8 @@ that its data set is on this machine. Each rule returns every problem it finds a
 :class:`~sweep.errors.ConfigIssue` (none raise), so a file's problems are all reported together.
 
 Rules about one section alone are pydantic validators on the models in ``sweep/space/model.py`` (and in each
-question's module, ``sweep/questions/``). The shapes are the plan's own (``sweep/plan/plan.py``'s ``survey``,
-made once per space and reused by ``make_plan``); the questions' problems are those the plan recorded.
+question's module, ``sweep/questions/``). The shapes are the ones the plan uses (``shapes.py``'s ``survey``,
+made once per space and reused by ``make_plan``); the questions' problems are those the survey recorded.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import dataclasses
 
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
 from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
-from sweep.plan.plan import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
 from sweep.questions import QUESTIONS
 from sweep.space.model import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
+from sweep.space.shapes import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
 from workers.data.base import DataNotFoundError
 from workers.distributed import BatchSplitError, per_worker_batch
 from workers.models import get_family

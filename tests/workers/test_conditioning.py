@@ -288,7 +288,7 @@ def welch(a, b):
 
 
 def view_rows(con, view, space="cond"):
-    from sweep.analysis.report.data import query
+    from sweep.markdown import query
 
     return {r["conditioning"]: r for r in query(con, f"FROM {view} WHERE space = ? AND depth = 1", space)}
 
@@ -332,7 +332,7 @@ def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
 
 
 def conditioning_report(con, space="cond"):
-    from sweep.analysis.report.headline import Headline
+    from sweep.metrics import Headline
     from sweep.questions.conditioning import conditioning_section
 
     return conditioning_section(con, space, Headline("top1", "max", 0.5))

@@ -18,12 +18,12 @@ import pytest
 
 from sweep.analysis.report import write_report
 from sweep.cli import main
-from sweep.plan.plan import Shape
 from sweep.results.importer import ImportRejected, import_file
 from sweep.results.schema import SCHEMAS
 from sweep.results.sink import ParquetSink, record_space
 from sweep.run.rerun import select_configs
 from sweep.space.model import SPACES_DIR_ENV
+from sweep.space.shapes import Shape
 from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
 
 
@@ -391,7 +391,7 @@ def test_a_metric_is_one_definition_that_reaches_schema_importer_sink_space_and_
     a last epoch row, may be an objective and an ASHA metric, and is a typed NULL column for SQL over files
     written before it existed."""
     from sweep.analysis import sql
-    from sweep.results import importer, schema, sink
+    from sweep.results import importer, reader, schema, sink
     from sweep.space import model as space
     from workers import metrics
 
@@ -411,7 +411,7 @@ def test_a_metric_is_one_definition_that_reaches_schema_importer_sink_space_and_
     old = tmp_path / "results" / "trials" / "old" / "sweep-1"
     old.mkdir(parents=True)  # a file written before BLEU: no such column
     pq.write_table(schema.table_from_rows("trials", [trial_row("old", 4, 4, 0, 80.0)]), old / "t.parquet")
-    assert "NULL::DOUBLE AS bleu" in sql.no_rows("trials")
+    assert "NULL::DOUBLE AS bleu" in reader.no_rows("trials")
     assert sql.run_query(tmp_path / "results", "SELECT count(*), count(bleu) FROM trials")[1] == [(1, 0)]
 
 

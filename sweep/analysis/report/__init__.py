@@ -13,9 +13,10 @@ units and direction.
     reports/<space>/kappa_vs_heads.png       κ against heads (and against head_dim), one line per depth/arm
     reports/<space>/throughput_vs_params.png training and inference samples/s against parameters
 
-The skeleton is ``write.py``; this face hands on the names scripts and tests use, loaded on first use: the
-questions (``sweep/questions/``) import this package's words while ``write.py`` imports their registry, so the
-face itself imports nothing.
+The skeleton is ``write.py``; this face hands on the names scripts and tests use, loaded on first use, so that
+importing the package loads no plotting library. The words the report shares with the questions' sections
+live beneath both: ``sweep/markdown.py`` (tables, intervals), ``sweep/text.py`` (shapes in words) and
+``sweep/metrics.py`` (``Headline``).
 """
 
 from __future__ import annotations
@@ -25,20 +26,13 @@ import importlib
 _FACE = {
     "write_report": "write",
     "render_markdown": "write",
-    "Headline": "headline",
     "ReportData": "data",
-    "query": "data",
-    "KAPPA_RANK_DEFICIENT": "tables",
     "VERDICT_COLUMNS": "tables",
-    "markdown_table": "tables",
     "label_points": "figures",
     "overlaps": "figures",
     "plot_kappa": "figures",
     "save_figure": "figures",
     "loader_bound_section": "sections",
-    "shape_words": "shapes",
-    "short_shape": "shapes",
-    "with_kv": "shapes",
 }
 
 __all__ = sorted(_FACE)

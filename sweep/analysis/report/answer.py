@@ -5,10 +5,8 @@ depth and along head_dim, one sentence per group."""
 from __future__ import annotations
 
 from sweep.analysis.report.data import ReportData
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.shapes import heads_per_kv_head, heads_words, kv_words, shape_words
-from sweep.metrics import direction_words, format_delta, format_score
-from sweep.text import plural
+from sweep.metrics import Headline, direction_words, format_delta, format_score
+from sweep.text import heads_per_kv_head, heads_words, kv_words, plural, shape_words
 
 
 def describe_verdict(row: dict) -> str:
@@ -187,9 +185,9 @@ def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Head
 
 
 def rerun_sentences(verdicts: list[dict], space: str, profile: str | None) -> list[str]:
-    """The rerun that settles what is open: the budget the adaptive rule (``sweep/run/adaptive.py``) is expected
+    """The rerun that settles what is open: the budget the adaptive rule (``sweep/analysis/adaptive.py``) is expected
     to need, and which open verdicts it does not expect to settle."""
-    from sweep.run.adaptive import MAX_EXPECTED_SEEDS, expected_budget
+    from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_budget
 
     expected = expected_budget(verdicts)
     if not expected.open:

@@ -6,14 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweep.analysis.report.headline import Headline
-
-
-def query(con, sql: str, *params) -> list[dict]:
-    relation = con.execute(sql, list(params))
-    columns = [d[0] for d in relation.description]
-    return [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
-
+from sweep.markdown import query
+from sweep.metrics import Headline
 
 KAPPA_EPOCHS_SQL = """
 SELECT t.config_id, t.family, t.depth, t.num_heads, t.head_dim, e.epoch, avg(e.kappa_mean) AS kappa_mean

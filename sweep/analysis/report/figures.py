@@ -12,12 +12,10 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from sweep.analysis.report.data import ReportData
-from sweep.analysis.report.headline import Headline
 from sweep.analysis.report.sections import KappaTraining
-from sweep.analysis.report.shapes import heads_per_kv_head, is_grouped, short_shape
-from sweep.analysis.report.tables import KAPPA_RANK_DEFICIENT
-from sweep.metrics import direction_words, format_delta
-from sweep.text import readable
+from sweep.markdown import KAPPA_RANK_DEFICIENT
+from sweep.metrics import Headline, direction_words, format_delta
+from sweep.text import heads_per_kv_head, is_grouped, readable, short_shape
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}
 

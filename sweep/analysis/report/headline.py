@@ -1,32 +1,9 @@
-"""The metric a report judges on (its name, direction and tolerance), found once per report."""
+"""The metric a report judges on (its name, direction and tolerance: :class:`sweep.metrics.Headline`), found once
+per report from the views."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sweep.metrics import DEFAULT_TOLERANCE, METRICS, tolerance_unit
-
-
-@dataclass(frozen=True)
-class Headline:
-    """The metric a report judges on: its name, direction (max | min) and the tolerance its verdicts used."""
-
-    name: str
-    mode: str
-    tolerance: float
-
-    @property
-    def label(self) -> str:
-        info = METRICS.get(self.name)
-        return info.label if info else self.name
-
-    @property
-    def unit(self) -> str:
-        return tolerance_unit(self.name)
-
-    @property
-    def worse(self) -> str:
-        return "below" if self.mode == "max" else "above"
+from sweep.metrics import DEFAULT_TOLERANCE, Headline
 
 
 def find_headline(con, space: str) -> Headline:

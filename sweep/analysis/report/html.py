@@ -24,10 +24,8 @@ from plotly.colors import diverging
 from plotly.subplots import make_subplots
 
 from sweep.analysis.report.data import ReportData
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.shapes import kv_words, short_shape
-from sweep.metrics import direction_words, format_delta, format_score
-from sweep.text import plural
+from sweep.metrics import Headline, direction_words, format_delta, format_score
+from sweep.text import kv_words, plural, short_shape
 
 # (column of `configs`, axis title): the costs the Pareto panels put the score against
 PARETO_COSTS = (

@@ -9,12 +9,10 @@ import math
 from typing import NamedTuple
 
 from sweep.analysis.report.data import ReportData
-from sweep.analysis.report.headline import Headline
-from sweep.analysis.report.shapes import shape_words
-from sweep.analysis.report.tables import markdown_table
-from sweep.analysis.sql import format_value
-from sweep.metrics import format_delta
+from sweep.markdown import markdown_table
+from sweep.metrics import Headline, format_delta
 from sweep.plan.theory import parametrisations, prediction, theory_rows
+from sweep.text import format_value, shape_words
 from workers.rank_correlation import spearman_rho
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from sweep.analysis.report.answer import answer_paragraph, answer_section, edges_section
 from sweep.analysis.report.data import ReportData, count_trials, gather, recorded_question
 from sweep.analysis.report.figures import draw_figures
-from sweep.analysis.report.headline import Headline, find_headline
+from sweep.analysis.report.headline import find_headline
 from sweep.analysis.report.html import write_html
 from sweep.analysis.report.sections import (
     KappaTraining,
@@ -20,19 +20,20 @@ from sweep.analysis.report.sections import (
     loader_bound_section,
     theory_section,
 )
-from sweep.analysis.report.shapes import with_kv
 from sweep.analysis.report.tables import (
     FRONT_COLUMNS,
     INFEASIBLE_COLUMNS,
     KAPPA_COLUMNS,
     VERDICT_COLUMNS,
     cost_sentence,
-    markdown_table,
 )
 from sweep.analysis.sql import connect
 from sweep.errors import UsageError
+from sweep.markdown import markdown_table
+from sweep.metrics import Headline
 from sweep.questions import QUESTIONS
 from sweep.questions.gqa import DECODING_COLUMNS
+from sweep.text import with_kv
 
 
 def write_report(

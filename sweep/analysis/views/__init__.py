@@ -1,7 +1,7 @@
 """The analysis views' SQL, as files loaded in order (``sweep/analysis/sql.py`` creates them on demand):
 
-    compat.sql   the tables, every schema version read as the latest (and, for the plain ``duckdb`` shell
-                 only, the tables' globs under ``results/``)
+    compat.sql   (``sweep/results/compat.sql``, the results' own) the tables, every schema version read as the
+                 latest (and, for the plain ``duckdb`` shell only, the tables' globs under ``results/``)
     macros.sql   statistics: t and F quantiles, Welch's degrees of freedom, verdict words, the gain sign
     core.sql     each space's settings, configs (seeds pooled), unlearned seeds, noise checks, infeasible
     verdicts.sql every config against its baseline (vs_baseline) and the edges along depth and head_dim
@@ -18,16 +18,17 @@ import re
 from pathlib import Path
 
 from sweep.questions import QUESTIONS
+from sweep.results.reader import COMPAT_SQL
 
 VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
 # In this order, before the questions' own files
-CORE_FILES = ("compat.sql", "macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql")
+CORE_FILES = ("macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql")
 TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files")
 
 
 def views_text() -> str:
     """Every analysis definition as one text, in loading order: the core files, then each question's."""
-    core = [(VIEWS_DIR / name).read_text() for name in CORE_FILES]
+    core = [COMPAT_SQL.read_text(), *((VIEWS_DIR / name).read_text() for name in CORE_FILES)]
     return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
 
 

@@ -1,4 +1,4 @@
--- Statistics macros every view uses (sweep/analysis/views/compat.sql's header says how the files fit).
+-- Statistics macros every view uses (sweep/results/compat.sql's header says how the files fit).
 
 -- Two-sided 95% Student t critical value for `dof` degrees of freedom (any real dof ≥ 1; NULL below 1).
 --   whole dof 1 … 30: the exact value (scipy.stats.t.ppf(0.975, dof), 4 decimals), from the list below;

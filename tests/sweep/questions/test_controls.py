@@ -14,11 +14,11 @@ import torch
 from scipy import stats
 
 from sweep.analysis.report import write_report
-from sweep.analysis.report.data import query as report_query
-from sweep.analysis.report.headline import Headline
 from sweep.analysis.sql import connect
 from sweep.cli import main
 from sweep.errors import SpaceError
+from sweep.markdown import query as report_query
+from sweep.metrics import Headline
 from sweep.plan.plan import compare_published, make_plan
 from sweep.questions.controls import control_rows, control_section
 from sweep.results.importer import import_file

@@ -289,7 +289,8 @@ def test_kappa_of_grouped_heads_matches_a_direct_float64_computation(heads, kv, 
 
 
 def test_report_words_and_tables_tell_grouped_configs_apart():
-    from sweep.analysis.report import VERDICT_COLUMNS, shape_words, short_shape, with_kv
+    from sweep.analysis.report import VERDICT_COLUMNS
+    from sweep.text import shape_words, short_shape, with_kv
 
     mha = {"depth": 2, "num_heads": 16, "head_dim": 4, "num_kv_heads": 16}
     mqa = {**mha, "num_kv_heads": 1}

@@ -10,12 +10,13 @@ import pytest
 from sweep.analysis.report import write_report
 from sweep.analysis.views import analysis_views
 from sweep.cli import main
-from sweep.plan.plan import enumerate_shapes, make_plan
+from sweep.plan.plan import make_plan
 from sweep.questions import QUESTIONS, sections
 from sweep.questions.base import Question, innermost_model
 from sweep.results.importer import import_file
 from sweep.space.loader import load_space
 from sweep.space.model import Profile, Space
+from sweep.space.shapes import enumerate_shapes
 from tests.helpers import PLANTED_MEANS, planted_rows, query, write_csv
 
 

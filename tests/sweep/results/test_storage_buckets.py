@@ -28,7 +28,7 @@ from sweep.errors import SweepLocked
 from sweep.results.compact import COMPACTED_PREFIX, compact_space
 from sweep.results.sink import ParquetSink
 from sweep.results.storage import LockHeld, ObjectStore, hold_lock, lock_key
-from sweep.run.rerun import sweep_lock
+from sweep.results.storage import sweep_lock
 from tests.sweep.run.test_tuner_faults import KillWorkerOnce
 from tests.sweep.results.test_sink import epoch_result, fake_trial, record
 

@@ -1,5 +1,5 @@
 """The rerun selections near-break, pareto and top-k on planted rows whose verdicts, front and ranking are
-worked out by hand here (the planted space of tests/sweep/run/test_adaptive.py: tests/conftest.py)."""
+worked out by hand here (the planted space of tests/sweep/analysis/test_adaptive.py: tests/conftest.py)."""
 
 import pytest
 

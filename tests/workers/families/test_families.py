@@ -9,8 +9,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from sweep.plan.plan import compare_published, make_plan, measure_shape
+from sweep.plan.plan import compare_published, make_plan
 from sweep.space.loader import load_space, shipped_spaces
+from sweep.space.shapes import measure_shape
 from workers.config import ModelSpec
 from workers.models import (
     FAMILIES,

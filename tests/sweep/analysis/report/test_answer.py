@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_budget
 from sweep.analysis.report import write_report
 from sweep.results.importer import import_file
-from sweep.run.adaptive import MAX_EXPECTED_SEEDS, expected_budget
 from tests.helpers import query, trial_row, write_csv
 
 

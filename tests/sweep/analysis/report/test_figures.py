@@ -8,7 +8,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from sweep.analysis.report import KAPPA_RANK_DEFICIENT, label_points, markdown_table, overlaps, write_report
+from sweep.analysis.report import label_points, overlaps, write_report
+from sweep.markdown import KAPPA_RANK_DEFICIENT, markdown_table
 from sweep.results.importer import import_file
 from tests.helpers import PLANTED_MEANS, trial_row, write_csv
 

@@ -9,13 +9,13 @@ import pytest
 from scipy.stats import spearmanr
 
 from sweep.analysis.report.data import ReportData
-from sweep.analysis.report.headline import Headline
 from sweep.analysis.report.sections import (
     kappa_over_training,
     kappa_training_section,
     loader_bound_section,
     theory_section,
 )
+from sweep.metrics import Headline
 
 TOP1 = Headline("top1", "max", 0.5)
 

@@ -1,5 +1,6 @@
-"""Words the command line shares with the modules behind it, kept here, free of heavy imports, so that
-building the parser (``sweep --help``, ``sweep sql``) loads neither torch nor Ray."""
+"""The choices the command line offers and the modules behind it accept, kept here, free of heavy imports, so
+that building the parser (``sweep --help``, ``sweep sql``) loads neither torch nor Ray, and no stage imports
+``sweep/cli/`` for them."""
 
 from __future__ import annotations
 

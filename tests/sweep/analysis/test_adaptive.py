@@ -4,8 +4,8 @@ through the CLI, on planted rows whose verdicts are known (the fixture planted_a
 
 import pytest
 
+from sweep.analysis.adaptive import next_round, open_verdicts
 from sweep.cli import main
-from sweep.run.adaptive import next_round, open_verdicts
 
 
 def shapes(items):

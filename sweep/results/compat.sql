@@ -5,7 +5,7 @@
 --   sweep sql --print-views > views.sql; duckdb -init views.sql
 --                                            (plain DuckDB shell, run from the folder that holds results/)
 --
--- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/analysis/views/compat.sql (the
+-- The definitions are files loaded in this order (sweep/analysis/sql.py): sweep/results/compat.sql (the
 -- tables, every schema version read as the latest), macros.sql (statistics), the core views (core.sql,
 -- verdicts.sql, costs.sql, kappa.sql), then each question's file beside its module (sweep/questions/*.sql, in
 -- the registry's order).

@@ -27,8 +27,7 @@ from sweep.text import plural
 from workers.vocabulary import RECORDED_STATUSES
 
 if TYPE_CHECKING:  # the plan's modules load the model families (torch): `sweep report` uses this module without
-    from sweep.plan.plan import Plan, PlannedConfig
-    from sweep.run.rerun import Missing
+    from sweep.plan.plan import Missing, Plan, PlannedConfig
 
 # The evidence of a verdict no seed of the config can settle: its baseline did not learn (vs_baseline's
 # method 'baseline at chance'). Such configs are not open here; the report names them.
@@ -116,7 +115,7 @@ def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], budget: 
     the baseline of its family has no more seeds than it, by one more seed for that baseline."""
     seeds = recorded_seeds(results_dir, plan.space_name)
     baselines = {c.shape.family: c for c in plan.configs if c.is_baseline}
-    from sweep.run.rerun import Missing
+    from sweep.plan.plan import Missing
 
     planned: list[Missing] = []
     for item in open_:

@@ -25,6 +25,28 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("serial"))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    """``--dist loadgroup`` groups tests by a ``@group`` suffix pytest-xdist's workers add to each node id; xdist
+    3.8 writes it to ``item._nodeid``, which pytest 9.2 no longer reads (the id is ``item._id``), so no test was
+    grouped: ``serial`` tests ran on both processes at once and a module fixture was built on each. Add it here,
+    before the worker sends its collection, wherever it is missing (a later xdist that adds it is left alone)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    for item in session.items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})  # fmt: skip
+        if not groups or item.nodeid.endswith("@" + "_".join(groups)):
+            continue
+        grouped = f"{item.nodeid}@{'_'.join(groups)}"
+        if hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(grouped)
+        else:
+            item._nodeid = grouped
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_data_cache(tmp_path_factory):
     """Generated data (ListOps) is cached under $SWEEP_CACHE_DIR: one folder for this test session, never

@@ -10,10 +10,10 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
 import pytest
 import torch
 
-from tests.helpers import running_local_ray, trial_row, write_csv
+from tests.helpers import TORCH_THREADS, running_local_ray, trial_row, write_csv
 
-# Tests run on CPU with few threads; the CI machine has 2 cores.
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Tests run on CPU with few threads; the CI machine has 2 cores (one thread per pytest-xdist process).
+torch.set_num_threads(TORCH_THREADS)
 
 
 def pytest_collection_modifyitems(items):
@@ -71,7 +71,7 @@ def tiny_vit_config():
         "train": {"epochs": 1, "batch_size": 64, "max_steps": 8, "warmup_steps": 2},
         "probes": {"kappa_samples": 4, "throughput_steps": 2, "latency_iters": 2},
         "seed": 0,
-        "threads": 2,
+        "threads": TORCH_THREADS,
     }
 
 

@@ -12,6 +12,11 @@ import numpy as np
 import pytest
 import torch
 
+# Torch threads per test process: one under pytest-xdist with several processes (two processes on the 2 CI cores;
+# two threads each would put four on two cores and slow both), else up to two. Trials tests run pass it as
+# `threads`, since a trial sets its own count.
+TORCH_THREADS = 1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else min(2, os.cpu_count() or 1)
+
 # A space whose trial takes about a second: one-layer ViTs of d_model 16 on the embedded digits (90 held out), one
 # training step, the cheapest probes. Tests add the question and what they vary (profiles, epochs).
 TINY_SPACE_BODY = """\

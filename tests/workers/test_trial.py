@@ -7,6 +7,7 @@ import math
 import pytest
 
 from sweep.results.schema import TRIALS
+from tests.helpers import TORCH_THREADS
 from workers.trial import main, run_trial
 
 NUMBERS_WITH_UNITS = [
@@ -31,12 +32,18 @@ def trained_record():
         "data": {"name": "digits"},
         "train": {"epochs": 30, "batch_size": 64, "lr": 2e-3},
         "seed": 0,
-        "threads": 2,
+        "threads": TORCH_THREADS,
     }
     return run_trial(config)
 
 
+# The tests of `trained_record` all go to one pytest-xdist process (--dist loadgroup), so the 30-epoch training
+# runs once, not once on each process that picks up one of them.
+trained_record_group = pytest.mark.xdist_group("trained_record")
+
+
 @pytest.mark.slow
+@trained_record_group
 def test_small_vit_learns_digits_to_over_90_percent(trained_record):
     assert trained_record["status"] == "ok", trained_record.get("error")
     assert trained_record["top1"] >= 90.0
@@ -44,6 +51,7 @@ def test_small_vit_learns_digits_to_over_90_percent(trained_record):
 
 
 @pytest.mark.slow
+@trained_record_group
 def test_record_holds_every_number(trained_record):
     for name in NUMBERS_WITH_UNITS:
         value = trained_record[name]
@@ -55,6 +63,7 @@ def test_record_holds_every_number(trained_record):
 
 
 @pytest.mark.slow
+@trained_record_group
 def test_every_key_of_the_record_has_a_column_to_go_to(trained_record):
     """Nothing a trial measures is dropped on the way to Parquet: each key is a trials column (the schema is the
     list), or one of the child tables' rows."""
@@ -63,6 +72,7 @@ def test_every_key_of_the_record_has_a_column_to_go_to(trained_record):
 
 
 @pytest.mark.slow
+@trained_record_group
 def test_epoch_and_kappa_rows(trained_record):
     epochs = trained_record["epochs"]
     assert [row["epoch"] for row in epochs] == list(range(1, 31))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import assert_tables_agree, capture_layer_inputs, run_smoke_profile
+from tests.helpers import TORCH_THREADS, assert_tables_agree, capture_layer_inputs, run_smoke_profile
 from workers.config import ModelSpec, TrainSpec
 from workers.models import ModelConfigError, build_model, kappa_layers
 from workers.probes.flops import forward_flops_per_sample
@@ -168,7 +168,7 @@ def test_a_small_gpt2_on_mqar_gets_below_the_uniform_loss():
         "data": {"name": "mqar", "seq_len": 16, "mqar": mqar},
         "train": {"epochs": 1, "max_steps": 120, "batch_size": 32, "lr": 3e-3, "warmup_steps": 10},
         "probes": {"kappa_samples": 4, "throughput_steps": 2, "latency_iters": 2},
-        "threads": 2,
+        "threads": TORCH_THREADS,
     }
     record = run_trial(config)
     assert record["status"] == "ok", record.get("error")

@@ -16,6 +16,8 @@ name (``metric``), its direction (``metric_mode``) and its value (``score``), an
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -28,7 +30,10 @@ class Metric:
     tolerance a space gets when it names none (None: a space must choose one, as there is no sensible
     default in that unit). ``decimals``: how many the report prints. ``non_negative``: a value below 0 is
     rejected on import. ``per_epoch``: scored after every evaluation (an epochs column ``val_<name>``, and
-    usable by an early-stopping scheduler).
+    usable by an early-stopping scheduler). ``chance``: the score of a model that learned nothing, as a
+    function of the number of equally likely answers it guesses among (a data set's
+    ``DataSetSpec.outcomes``); None for a metric with no single chance level (GLUE's average mixes accuracy,
+    F1 and correlations).
     """
 
     name: str
@@ -40,6 +45,7 @@ class Metric:
     decimals: int
     non_negative: bool = False
     per_epoch: bool = True
+    chance: Callable[[float], float] | None = None
 
     @property
     def bounds(self) -> tuple[float | None, float | None]:
@@ -47,6 +53,22 @@ class Metric:
         if self.unit == "percent":
             return 0.0, 100.0
         return (0.0 if self.non_negative else None), None
+
+
+def top_k_chance(k: int) -> Callable[[float], float]:
+    """Uniform guessing among ``outcomes`` answers, right when the answer is among ``k`` guesses:
+    100 · min(k, outcomes) / outcomes percent (top-1: 100 / outcomes; top-5: 500 / outcomes, at most 100)."""
+    return lambda outcomes: min(100.0, 100.0 * k / outcomes)
+
+
+def uniform_loss(outcomes: float) -> float:
+    """The cross-entropy of a uniform prediction over ``outcomes`` answers: ln(outcomes) nats."""
+    return math.log(outcomes)
+
+
+def uniform_perplexity(outcomes: float) -> float:
+    """exp of :func:`uniform_loss`: the number of answers itself."""
+    return float(outcomes)
 
 
 # The tolerance, in points, of a metric counted in percent or points when neither the space nor the query
@@ -57,8 +79,26 @@ DEFAULT_TOLERANCE = 0.5
 METRICS: dict[str, Metric] = {
     metric.name: metric
     for metric in (
-        Metric("top1", "max", "percent", "top-1", "top-1 accuracy on held-out images", DEFAULT_TOLERANCE, 1),
-        Metric("top5", "max", "percent", "top-5", "top-5 accuracy on held-out images", DEFAULT_TOLERANCE, 1),
+        Metric(
+            "top1",
+            "max",
+            "percent",
+            "top-1",
+            "top-1 accuracy on held-out images",
+            DEFAULT_TOLERANCE,
+            1,
+            chance=top_k_chance(1),
+        ),
+        Metric(
+            "top5",
+            "max",
+            "percent",
+            "top-5",
+            "top-5 accuracy on held-out images",
+            DEFAULT_TOLERANCE,
+            1,
+            chance=top_k_chance(5),
+        ),
         Metric(
             "accuracy",
             "max",
@@ -67,9 +107,30 @@ METRICS: dict[str, Metric] = {
             "sequence classification accuracy (e.g. ListOps)",
             DEFAULT_TOLERANCE,
             1,
+            chance=top_k_chance(1),
         ),
-        Metric("val_loss", "min", "nats", "validation loss", "mean held-out cross-entropy", None, 3, non_negative=True),
-        Metric("perplexity", "min", "", "perplexity", "exp(val_loss) on held-out text", None, 2, non_negative=True),
+        Metric(
+            "val_loss",
+            "min",
+            "nats",
+            "validation loss",
+            "mean held-out cross-entropy",
+            None,
+            3,
+            non_negative=True,
+            chance=uniform_loss,
+        ),
+        Metric(
+            "perplexity",
+            "min",
+            "",
+            "perplexity",
+            "exp(val_loss) on held-out text",
+            None,
+            2,
+            non_negative=True,
+            chance=uniform_perplexity,
+        ),
         Metric(
             "glue_avg",
             "max",

@@ -3,6 +3,7 @@ Pareto front and top-k as a break in top-1; version-1 files are still read (thei
 tolerance can be set per query; imports and the sink carry each space's metric, direction and tolerance."""
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -428,3 +429,28 @@ def test_the_worker_evaluates_only_defined_metrics():
     tasks = (metrics.IMAGE_METRICS, metrics.SEQUENCE_CLASSIFICATION_METRICS, metrics.LANGUAGE_MODEL_METRICS)
     assert {name for names in tasks for name in names} <= emitted  # evaluate scores what each task's list names
     assert {name for names in metrics.MODALITY_METRICS.values() for name in names} <= set(metrics.METRICS)
+
+
+@pytest.mark.parametrize("outcomes", [2, 3, 10, 100])
+def test_each_metrics_chance_is_what_a_uniform_guess_scores(outcomes):
+    """A metric's ``chance`` of k outcomes equals what a model that learned nothing scores, measured: random
+    logits against random labels give top-1 and top-5 accuracy (100 / k and 100 · min(5, k) / k percent, within
+    sampling noise), and uniform logits give the cross-entropy ln k and the perplexity k exactly."""
+    import torch
+    import torch.nn.functional as F
+
+    from workers.metrics import METRICS
+
+    generator = torch.Generator().manual_seed(outcomes)
+    rows = 40_000
+    logits = torch.randn(rows, outcomes, generator=generator)
+    labels = torch.randint(outcomes, (rows,), generator=generator)
+    top = logits.topk(min(5, outcomes), dim=1).indices
+    top1 = 100 * (top[:, 0] == labels).float().mean().item()
+    top5 = 100 * (top == labels[:, None]).any(dim=1).float().mean().item()
+    assert METRICS["top1"].chance(outcomes) == METRICS["accuracy"].chance(outcomes) == pytest.approx(top1, abs=1.0)
+    assert METRICS["top5"].chance(outcomes) == pytest.approx(top5, abs=1.0)
+    uniform = F.cross_entropy(torch.zeros(rows, outcomes, dtype=torch.float64), labels).item()
+    assert METRICS["val_loss"].chance(outcomes) == pytest.approx(uniform, rel=1e-12)
+    assert METRICS["perplexity"].chance(outcomes) == pytest.approx(math.exp(uniform), rel=1e-9)
+    assert METRICS["glue_avg"].chance is None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
+from workers.metrics import METRICS
 
 Modality = Literal["image", "sequence", "causal_lm", "masked_lm"]
 
@@ -116,24 +116,23 @@ class DataSetSpec(StrictModel):
         ``sweep plan``'s time estimate; None where only reading it would tell."""
         return None
 
-    def chance_score(self, metric: str) -> float | None:
-        """The score of a model that learned nothing, in ``metric``'s units (``sweep/metrics.py``): uniform
-        guessing over the classes the head predicts. Top-1 and accuracy: 100 / classes percent (digits and
-        CIFAR-10: 10%, ListOps' 10 values: 10%); top-5: 500 / classes (at most 100); validation loss:
-        ln(classes) nats, the cross-entropy of a uniform prediction; perplexity: the classes. None for a
-        metric with no single chance level (GLUE's average mixes accuracy, F1 and correlations). A data set
-        whose uninformed guess is better than uniform says so by overriding this (MQAR). Known without
-        reading the data, like :meth:`model_fields_from_data`."""
+    def outcomes(self) -> float | None:
+        """How many equally likely answers a model that learned nothing guesses among: by default the classes
+        the head predicts (digits and CIFAR-10: 10, ListOps' 10 values, a language model's vocabulary). A
+        data set whose uninformed guess is better than uniform over its classes says so by overriding this
+        (MQAR: the k values in the context). A float where it is a mean (repeated_tokens' mean period). Known
+        without reading the data, like :meth:`model_fields_from_data`; None where it is not known."""
         classes = self.model_fields_from_data().get("num_classes")
-        if not classes or classes < 1:
-            return None
-        return {
-            "top1": 100.0 / classes,
-            "accuracy": 100.0 / classes,
-            "top5": min(100.0, 500.0 / classes),
-            "val_loss": math.log(classes),
-            "perplexity": float(classes),
-        }.get(metric)
+        return classes if classes and classes >= 1 else None
+
+    def chance_score(self, metric: str) -> float | None:
+        """The score of a model that learned nothing, in ``metric``'s units: the metric's ``chance`` of
+        :meth:`outcomes` (``workers/metrics.py``: top-1 and accuracy 100 / outcomes percent, top-5
+        500 / outcomes at most 100, validation loss ln(outcomes) nats, perplexity the outcomes). None for a
+        metric with no single chance level (GLUE's average) or a data set whose outcomes are not known."""
+        rule = METRICS[metric].chance if metric in METRICS else None
+        outcomes = self.outcomes()
+        return rule(outcomes) if rule is not None and outcomes is not None else None
 
     def tiny_copy(self, rows: int) -> DataSetSpec:
         """This data set cut to ``rows`` training and held-out samples (``limit_train`` / ``limit_val``), for a

@@ -16,13 +16,12 @@ Each row, with n = ``data.seq_len`` / 2 and C content tokens (``content_vocab``)
   elsewhere is -100.
 
 The vocabulary is C + n (content, then pointers). Chance: without the lookup a model can still answer with
-one of the n content tokens in the row, about 1/n (:meth:`IndexLookupData.chance_score`: 100 / n percent).
+one of the n content tokens in the row, about 1/n (:meth:`IndexLookupData.outcomes`: n, so 100 / n percent).
 Rules: seq_len even, ≥ 4. Rows are built in seeded blocks (``workers/data/generated.py``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
@@ -73,7 +72,6 @@ class IndexLookupData(GeneratedLMData):
     def block_maker(self) -> BlockMaker:
         return lambda rng, rows: index_lookup_block(rng, rows, self.seq_len, self.options)
 
-    def chance_score(self, metric: str) -> float | None:
-        """The in-context guess: one of the row's n content tokens, 100 / n percent, ln n nats."""
-        n = self.seq_len // 2
-        return {"accuracy": 100.0 / n, "val_loss": math.log(n), "perplexity": float(n)}.get(metric)
+    def outcomes(self) -> float:
+        """The in-context guess: one of the row's n content tokens (n = seq_len / 2)."""
+        return self.seq_len // 2

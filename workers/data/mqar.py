@@ -37,7 +37,6 @@ V = 256: about 500,000 rows/s (Zoology's 100,000 training rows in 0.2 s); L = 25
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
@@ -193,13 +192,12 @@ class MQARData(LanguageDataSpec):
     def vocab_size(self) -> int:
         return self.options.vocab_size
 
-    def chance_score(self, metric: str) -> float | None:
+    def outcomes(self) -> float:
         """MQAR's chance is the in-context guess, not uniform over the vocabulary: a model without the recall
-        circuit still learns that an answer is one of the k values in the context, so it scores 100 / k
-        percent (k = ``num_kv_pairs``: 2 pairs, 50%) and ln(k) nats. Okpekpe & Orvieto's "1 layer does not
-        beat chance" means this level."""
-        k = self.options.num_kv_pairs
-        return {"accuracy": 100.0 / k, "val_loss": math.log(k), "perplexity": float(k)}.get(metric)
+        circuit still learns that an answer is one of the k values in the context (k = ``num_kv_pairs``), so
+        it scores 100 / k percent (2 pairs: 50%) and ln(k) nats. Okpekpe & Orvieto's "1 layer does not beat
+        chance" means this level."""
+        return self.options.num_kv_pairs
 
     def load_arrays(self) -> LMSplits:
         arrays = mqar_splits(self.options, self.seq_len)

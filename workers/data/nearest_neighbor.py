@@ -18,13 +18,12 @@ With V tokens, codebook dimension m (``code_dim``), N candidates (``num_candidat
 The task is a nearest-neighbour search in an m-dimensional space: a head whose query-key product has rank
 ≥ m can score every candidate by ⟨u_query, u_t⟩; a rank-r head with r < m scores through an r-dimensional
 projection, which orders the candidates wrongly for part of the queries. Chance: the in-context guess, one of
-the N candidates (:meth:`NearestNeighborData.chance_score`: 100 / N percent). Rules: N ≥ 2, L > N, L ≤ V.
+the N candidates (:meth:`NearestNeighborData.outcomes`: N, so 100 / N percent). Rules: N ≥ 2, L > N, L ≤ V.
 Rows are built in seeded blocks (``workers/data/generated.py``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
@@ -90,7 +89,6 @@ class NearestNeighborData(GeneratedLMData):
         points = codebook(self.options)
         return lambda rng, rows: nearest_neighbor_block(rng, rows, self.seq_len, self.options, points)
 
-    def chance_score(self, metric: str) -> float | None:
-        """The in-context guess: one of the N candidates, 100 / N percent, ln N nats."""
-        n = self.options.num_candidates
-        return {"accuracy": 100.0 / n, "val_loss": math.log(n), "perplexity": float(n)}.get(metric)
+    def outcomes(self) -> float:
+        """The in-context guess: one of the N candidates."""
+        return self.options.num_candidates

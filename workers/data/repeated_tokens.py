@@ -18,7 +18,7 @@ could otherwise copy from position p - T + 1 with a positional head):
   token, which only the first copy tells); T-1 answers per row. The label elsewhere is -100.
 
 Chance: without the circuit the answer is still one of the T tokens of x, so the in-context guess is about
-1/T; :meth:`RepeatedTokensData.chance_score` gives 100 / T at the mean period. A model without an induction
+1/T; :meth:`RepeatedTokensData.outcomes` gives T at the mean period (100 / T percent). A model without an induction
 head can still do better than that: the rows end at a fixed position, so the answer sits T - 1 places back for
 one of the few periods, and it is a first-copy token not yet repeated (one block reached 47.5% where this
 guess is 12.5%: search_spaces/known_induction_two_layers.yaml). Rules: 2 · max_period ≤ L,
@@ -27,7 +27,6 @@ max_period < V, 2 ≤ min_period ≤ max_period. Rows are built in seeded blocks
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
@@ -103,8 +102,6 @@ class RepeatedTokensData(GeneratedLMData):
     def block_maker(self) -> BlockMaker:
         return lambda rng, rows: repeated_tokens_block(rng, rows, self.seq_len, self.options)
 
-    def chance_score(self, metric: str) -> float | None:
-        """The in-context guess: one of the T tokens of x, at the mean period T̄ = (min + max) / 2: 100 / T̄
-        percent, ln T̄ nats."""
-        period = (self.options.min_period + self.options.max_period) / 2
-        return {"accuracy": 100.0 / period, "val_loss": math.log(period), "perplexity": period}.get(metric)
+    def outcomes(self) -> float:
+        """The in-context guess: one of the T tokens of x, at the mean period T̄ = (min + max) / 2."""
+        return (self.options.min_period + self.options.max_period) / 2

@@ -11,18 +11,23 @@ Loading reports every problem in the file at once (file, key path, rule, value, 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import functools
+import operator
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import Field, create_model, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from sweep.choices import Tracker
 from sweep.metrics import DEFAULT_METRIC, METRICS
 from sweep.questions import QUESTIONS
 from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
-from workers.config import Conditioning, PositiveInt, ProbeSpec, StrictModel, TrainSpec
+from workers.config import Conditioning, ModelSpec, PositiveInt, ProbeSpec, StrictModel, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
+from workers.families.base import DATA_DERIVED_FIELDS
 from workers.metrics import epoch_metrics
 from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
@@ -115,8 +120,8 @@ class Axes(StrictModel):
         return sorted(set(values))
 
 
-class ModelFixed(StrictModel):
-    """Values held fixed for every trial (an axis of the same name overrides them).
+class FixedVariant(StrictModel):
+    """What a space's ``model:`` section takes besides ModelSpec's fields (:data:`ModelFixed` adds those).
 
     ``variant``: a named shape from the family registry (``workers.models.VARIANTS``, each timm's model of
     that name, e.g. ``deit_base_patch16_224``): its family and sizes fill every field the space leaves out,
@@ -124,31 +129,6 @@ class ModelFixed(StrictModel):
     """
 
     variant: str | None = None
-    family: str = "vit"
-    depth: PositiveInt | None = None
-    num_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    embed_dim: PositiveInt | None = None
-    mlp_dim: PositiveInt | None = None
-    patch_size: PositiveInt = 16
-    qkv_bias: bool = True
-    drop_path_rate: float = Field(default=0.0, ge=0.0, lt=1.0)
-    # Family-specific (see workers/families/): the stages of DaViT and VOLO, whose swept stage the axes
-    # vary, and TNT's inner transformer. A family that does not take one of these reports it.
-    stage_depths: list[PositiveInt] | None = None
-    stage_heads: list[PositiveInt] | None = None
-    stage_dims: list[PositiveInt] | None = None
-    swept_stage: PositiveInt | None = None
-    inner_dim: PositiveInt | None = None
-    inner_heads: PositiveInt | None = None
-    # Sequence families: the Nyströmformer's landmarks and convolution, and their dropout.
-    num_landmarks: PositiveInt | None = None
-    conv_kernel_size: PositiveInt | None = None
-    dropout: float | None = Field(default=None, ge=0.0, lt=1.0)
-    tie_embeddings: bool | None = None  # language models: output layer = token embedding (GPT-2's default)
-    num_kv_heads: PositiveInt | None = None  # grouped-query attention (None: num_heads)
-    conditioning: Conditioning = "none"  # workers/conditioning.py
-    conditioning_weight: float | None = Field(default=None, gt=0.0)  # a penalty's λ (None: its default)
 
     @model_validator(mode="before")
     @classmethod
@@ -162,6 +142,52 @@ class ModelFixed(StrictModel):
                 f"known: {', '.join(sorted(VARIANTS))}"
             )
         return {**VARIANTS[name], **data}
+
+
+# ModelSpec's fields the data set decides (image size, channels, classes; sequence length, vocabulary), never
+# a space's model section.
+DATA_DECIDED_FIELDS = ("img_size", "in_chans", "num_classes", *DATA_DERIVED_FIELDS)
+# Where a space's model section differs from ModelSpec: it names the model as built ``none`` (ModelSpec's
+# None means the same; workers/conditioning.py).
+FIXED_OVERRIDES: dict[str, tuple[Any, Any]] = {"conditioning": (Conditioning, "none")}
+
+
+def as_yaml_lists(annotation: Any) -> Any:
+    """``annotation`` with every ``tuple[X, ...]`` written ``list[X]``: a space file's lists stay lists (as
+    YAML writes them, and as a type error names them)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is tuple:
+        return list[as_yaml_lists(args[0])]
+    if origin is Annotated:
+        return Annotated[(as_yaml_lists(args[0]), *annotation.__metadata__)]
+    if origin in (Union, UnionType):
+        return functools.reduce(operator.or_, [as_yaml_lists(arg) for arg in args])
+    return annotation
+
+
+def fixed_field(field: FieldInfo) -> tuple[Any, FieldInfo]:
+    """A ModelSpec field as ``model:`` takes it: the same type, bounds and default, optional (None) where
+    ModelSpec requires a value, since an axis or the variant may give it instead."""
+    annotation = as_yaml_lists(field.annotation)
+    if not field.is_required():
+        return annotation, field
+    return annotation | None, FieldInfo.merge_field_infos(field, default=None)
+
+
+# Values held fixed for every trial (an axis of the same name overrides them): ``variant``, then ModelSpec's
+# fields (workers/config.py) with their types and bounds, less those the data set decides.
+ModelFixed = create_model(
+    "ModelFixed",
+    __base__=FixedVariant,
+    __doc__="Values held fixed for every trial (an axis of the same name overrides them): ModelSpec's "
+    "fields, less those the data set decides, each optional where ModelSpec requires it; and "
+    + FixedVariant.__doc__.split("\n\n", 1)[1],
+    **{
+        name: FIXED_OVERRIDES.get(name) or fixed_field(field)
+        for name, field in ModelSpec.model_fields.items()
+        if name not in DATA_DECIDED_FIELDS
+    },
+)
 
 
 class Constraints(StrictModel):

@@ -17,8 +17,9 @@ name (``metric``), its direction (``metric_mode``) and its value (``score``), an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,21 @@ def natural_mode(name: str) -> str | None:
 def epoch_key(name: str) -> str:
     """The key of a metric in a per-epoch row: ``val_top1``, ``val_accuracy``; ``val_loss`` keeps its name."""
     return name if name.startswith("val_") else "val_" + name
+
+
+def score_of(record: Mapping[str, Any], metric: str) -> Any:
+    """A trial's headline score, taken from its record: the worker's final record (``workers/trial.py``)
+    holds it under the metric's own name (``top1``, ``val_loss``); a trials row (an imported file) may give
+    it as ``score`` instead, which wins. None where neither is there. The sink, the trackers and the importer
+    all read it here."""
+    score = record.get("score")
+    return record.get(metric) if score is None else score
+
+
+def epoch_score(epoch_row: Mapping[str, Any], metric: str) -> Any:
+    """The headline metric's value in one epoch row (``val_<name>``, :func:`epoch_key`): the epochs table's
+    ``val_score``, and the score of a trial that ended without a final record."""
+    return epoch_row.get(epoch_key(metric))
 
 
 def record_key(epoch_key: str) -> str:

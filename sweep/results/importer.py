@@ -41,6 +41,7 @@ from sweep.results.reader import read_table
 from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.results.sink import record_space, write_atomic
 from sweep.space.loader import load_space, shipped_spaces
+from workers.metrics import score_of
 from workers.vocabulary import SHAPE_KEYS, STATUSES
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
@@ -359,11 +360,9 @@ def row_headline(row: dict, shipped: SpaceHeadline | None) -> SpaceHeadline:
 
 
 def row_score(row: dict, metric: str):
-    """The row's score: its ``score`` column, else the column named after its metric (if a trials column)."""
-    score = present(row, "score")
-    if score is None and metric in TRIALS.names and metric != "score":
-        score = present(row, metric)
-    return score
+    """The row's score (``workers.metrics.score_of``): its ``score`` column, else the column named after its
+    metric; an empty cell or NaN is no value."""
+    return score_of({name: present(row, name) for name in ("score", metric)}, metric)
 
 
 def headline_problems(row: dict, shipped: SpaceHeadline | None) -> list[str]:

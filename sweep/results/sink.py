@@ -23,7 +23,7 @@ from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
 from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.results.storage import is_remote, write_atomic
-from workers.metrics import epoch_metrics
+from workers.metrics import epoch_metrics, epoch_score, score_of
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.results.sink")
@@ -176,11 +176,11 @@ class TrialRows:
         if record:
             warn_unknown_keys(record)
             row.update({k: record[k] for k in RECORD_COLUMNS if record.get(k) is not None})
-            row["score"] = record.get(self.metric)
+            row["score"] = score_of(record, self.metric)
         elif epochs:  # stopped early or lost: keep what the epochs said
             last = epochs[-1]
             row.update({column: last.get(key) for key, column in epoch_columns().items()})
-            row["score"] = last.get(epoch_key(self.metric))
+            row["score"] = epoch_score(last, self.metric)
             kappas = [e for e in epochs if e.get("kappa_mean") is not None]
             if kappas:
                 row.update(kappa_mean=kappas[-1]["kappa_mean"], kappa_max=kappas[-1]["kappa_max"])
@@ -197,7 +197,7 @@ class TrialRows:
 
     def epoch_rows(self, rows: list[dict]) -> list[dict]:
         """Epochs rows, each with ``val_score``: the headline metric's held-out value after that epoch."""
-        return [{**row, "val_score": row.get(epoch_key(self.metric))} for row in self.child_rows(rows)]
+        return [{**row, "val_score": epoch_score(row, self.metric)} for row in self.child_rows(rows)]
 
 
 class ParquetSink(tune.Callback):

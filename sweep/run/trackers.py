@@ -41,10 +41,10 @@ from ray.air.integrations.wandb import WandbLoggerCallback
 from ray.tune.logger import TBXLoggerCallback
 
 from sweep.errors import TrackerUnavailableError
-from sweep.metrics import epoch_key
 from sweep.results.schema import EPOCHS
 from sweep.results.sink import RECORD_COLUMNS
 from sweep.space.model import Log, MLflowSettings, TensorBoardSettings, WandbSettings
+from workers.metrics import epoch_score, score_of
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.run.trackers")
@@ -139,11 +139,11 @@ def report_numbers(result: dict, metric: str) -> dict[str, float]:
     if "record" in result:
         record = result["record"]
         found = {k: v for k, v in record.items() if k in RECORD_COLUMNS}
-        found["score"] = record.get(metric)
+        found["score"] = score_of(record, metric)
     elif "epoch_row" in result:
         row = result["epoch_row"]
         found = {k: v for k, v in row.items() if k in EPOCHS.names}
-        found["val_score"] = row.get(epoch_key(metric))
+        found["val_score"] = epoch_score(row, metric)
         for layer in result.get("kappa_rows") or []:
             if layer.get("epoch") == row.get("epoch"):
                 found[f"kappa_layer_{layer['layer']:02d}"] = layer.get("kappa")

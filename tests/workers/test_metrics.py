@@ -454,3 +454,23 @@ def test_each_metrics_chance_is_what_a_uniform_guess_scores(outcomes):
     assert METRICS["val_loss"].chance(outcomes) == pytest.approx(uniform, rel=1e-12)
     assert METRICS["perplexity"].chance(outcomes) == pytest.approx(math.exp(uniform), rel=1e-9)
     assert METRICS["glue_avg"].chance is None
+
+
+def test_a_trials_score_is_read_from_its_record_in_one_place():
+    """``score_of``: the worker's record holds the score under the metric's name, a trials row may say
+    ``score``, which wins; ``epoch_score``: an epoch row's ``val_<name>``. The sink, the trackers and the
+    importer read a score only through these (nowhere else indexes a record by the metric)."""
+    from workers.metrics import epoch_score, score_of
+
+    assert score_of({"top1": 81.0, "val_loss": 0.7}, "top1") == 81.0
+    assert score_of({"top1": 81.0, "val_loss": 0.7}, "val_loss") == 0.7
+    assert score_of({"score": 80.0, "top1": 81.0}, "top1") == 80.0
+    assert score_of({"score": None, "top1": 81.0}, "top1") == 81.0
+    assert score_of({"top5": 99.0}, "top1") is None
+    assert epoch_score({"val_top1": 70.0, "val_loss": 0.9}, "top1") == 70.0
+    assert epoch_score({"val_top1": 70.0, "val_loss": 0.9}, "val_loss") == 0.9
+    readers = [Path("sweep/results/sink.py"), Path("sweep/run/trackers.py"), Path("sweep/results/importer.py")]
+    for path in readers:
+        text = (Path(__file__).parents[2] / path).read_text()
+        assert "score_of(" in text, path
+        assert not re.search(r"\.get\((self\.)?metric\)|\.get\(epoch_key\((self\.)?metric\)\)", text), path

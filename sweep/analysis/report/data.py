@@ -70,11 +70,6 @@ def data_wait_fractions(con, space: str) -> list[float]:
     ).fetchall()]  # fmt: skip
 
 
-def device_seconds(con, space: str) -> list[float | None]:
-    """Each of the space's trials' ``device_s`` (None for a row from before it was recorded)."""
-    return [row[0] for row in con.execute("SELECT device_s FROM trials WHERE space = ?", [space]).fetchall()]
-
-
 def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
     """Query every view the report reads, once."""
     key = (space, headline.name)
@@ -101,5 +96,5 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         unlearned=query(con, f"FROM unlearned_seeds {on_metric}", *key),
         tokens_per_sample=tokens_per_sample(con, space),
         data_wait_fractions=data_wait_fractions(con, space),
-        device_s=device_seconds(con, space),
+        device_s=[row["device_s"] for row in query(con, "SELECT device_s FROM trials WHERE space = ?", space)],
     )

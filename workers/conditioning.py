@@ -85,7 +85,6 @@ from workers.families.base import Family
 
 # λ when a space gives no conditioning_weight (module docstring says why these values).
 DEFAULT_WEIGHTS: dict[str, float] = {"orthogonality": 0.1, "kappa_penalty": 0.01}
-PENALTIES = tuple(DEFAULT_WEIGHTS)
 EPS = 1e-12  # added to the mean square before the root: an all-zero column stays finite
 KAPPA_FLOOR = 1e-12  # σ_m is floored at this times σ_1 in the log-κ penalty
 

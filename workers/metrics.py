@@ -161,11 +161,6 @@ MODALITY_METRICS: dict[str, tuple[str, ...]] = {
 DEFAULT_METRIC = "top1"
 
 
-def percent_metrics() -> tuple[str, ...]:
-    """The metrics counted in percent, in :data:`METRICS` order."""
-    return tuple(name for name, metric in METRICS.items() if metric.unit == "percent")
-
-
 def epoch_metrics() -> tuple[str, ...]:
     """The metrics scored after every evaluation, in :data:`METRICS` order."""
     return tuple(name for name, metric in METRICS.items() if metric.per_epoch)

@@ -35,7 +35,6 @@ class ReportData:
     matched: list[dict]
     kappa_metric: list[dict]
     infeasible: list[dict]
-    mlp_control: list[dict]  # FROM mlp_control: the trade against the control arms
     unlearned: list[dict]  # FROM unlearned_seeds: seeds at chance whose siblings learned
     tokens_per_sample: list[int]  # the distinct num_tokens its trials recorded
     data_wait_fractions: list[float]  # each trial's, where recorded
@@ -92,7 +91,6 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         matched=query(con, f"FROM matched_budget {on_metric}", *key),
         kappa_metric=query(con, f"FROM kappa_accuracy {on_metric}", *key),
         infeasible=query(con, "FROM infeasible WHERE space = ?", space),
-        mlp_control=query(con, f"FROM mlp_control {on_metric}", *key),
         unlearned=query(con, f"FROM unlearned_seeds {on_metric}", *key),
         tokens_per_sample=tokens_per_sample(con, space),
         data_wait_fractions=data_wait_fractions(con, space),

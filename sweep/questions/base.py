@@ -6,7 +6,9 @@ block's conditioning (``conditioning``), share key/value heads (``gqa``), check 
 (``expectations``). Each one reads a section or an axis of the space file, may add shapes or configs to the
 plan (and the issues that stop it), may record what it needs in the sweep's ``spaces`` row, brings its SQL
 views, prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
-loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none names a question.
+loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none imports a question's module.
+(One place names answers: ``sweep plan --format json`` keeps the ``budgets`` and ``controls`` keys where they always
+were, ``sweep/cli/plan.py``.)
 
 Every hook has a default that does nothing, so a question implements only what it adds: one that only
 compares configs the grid already has (``expectations``: an ``expect:`` block judged against the results) has a
@@ -26,6 +28,11 @@ from pydantic import BaseModel
 # The axes a shape is made of, in the order a space file lists them (``axes:``, ``baseline:``, a control's
 # ``shape:``): the space and the questions share them.
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
+
+
+class Unbuildable(ValueError):
+    """The family cannot build a shape a question needs (its message says why): what
+    :meth:`Planner.params_of` raises."""
 
 
 class Planner(Protocol):
@@ -54,8 +61,7 @@ class Planner(Protocol):
         """What the family cannot build of ``shape``: (key path, rule, value, fix) each."""
 
     def params_of(self, shape) -> int:
-        """``shape``'s exact parameter count (raises ``sweep.questions.budget.Unbuildable`` when the family
-        cannot build it)."""
+        """``shape``'s exact parameter count (raises :class:`Unbuildable` when the family cannot build it)."""
 
     def baseline_shape(self, family: str | None = None):
         """The baseline's shape in ``family`` (default: ``model.family``) among the shapes, or None."""
@@ -90,8 +96,9 @@ class Question:
     about. ``rules_read``: whether the cross-field rules must be skipped when its section is malformed.
     ``sql``: its views, a file beside this module (loaded after the core views, in registry order).
     ``report_place``: where its report section goes: ``costs`` (after "at equal cost") or ``mechanism``
-    (after the κ theory). ``plan_place``: where ``sweep plan`` prints its lines: ``before published`` (beside
-    the baseline) or ``after published`` (after the paper's rows)."""
+    (after the κ theory). ``verdict_columns``: trials measurements the report's verdict table adds at its end
+    for a space with grouped configs. ``plan_place``: where ``sweep plan`` prints its lines: ``before
+    published`` (beside the baseline) or ``after published`` (after the paper's rows)."""
 
     name: ClassVar[str]
     section: ClassVar[str | None] = None
@@ -101,6 +108,7 @@ class Question:
     axes: ClassVar[tuple[str, ...]] = ()
     sql: ClassVar[str | None] = None
     report_place: ClassVar[str] = "costs"
+    verdict_columns: ClassVar[tuple[str, ...]] = ()
     plan_place: ClassVar[str] = "after published"
 
     # --- the space file -----------------------------------------------------------------------------------

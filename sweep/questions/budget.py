@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweep.markdown import markdown_table, query
 from sweep.metrics import Headline, format_delta, format_score
-from sweep.questions.base import Planner, Question
+from sweep.questions.base import Planner, Question, Unbuildable
 from sweep.text import plural, shape_words
 from workers.config import PositiveInt, StrictModel
 
@@ -112,10 +112,6 @@ FREE_DIMENSION = {"deeper": "depth", "wider": "embed_dim", "more_heads": "num_he
 def percent(fraction: float) -> str:
     """0.02 → ``2%``, 0.005 → ``0.5%``: a tolerance as the space file's fraction reads in percent."""
     return f"{fraction * 100:g}%"
-
-
-class Unbuildable(ValueError):
-    """The family cannot build a shape a way needs (its message says why)."""
 
 
 @dataclass(frozen=True)

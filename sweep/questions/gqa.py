@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from sweep.questions.base import Question
 
-# What grouping saves when decoding, beside what it costs: columns the report's verdict table adds for a
-# space with grouped configs (sweep/analysis/report/write.py).
-DECODING_COLUMNS = ("kv_cache_bytes_per_token", "token_latency_ms")
-
 
 class GroupedQueryQuestion(Question):
     """The ``num_kv_heads`` axis: grouped-query attention."""
 
     name = "gqa"
     axes = ("num_kv_heads",)
+    # What grouping saves when decoding, beside what it costs: the report's verdict table adds these for a
+    # space with grouped configs (sweep/analysis/report/write.py).
+    verdict_columns = ("kv_cache_bytes_per_token", "token_latency_ms")
 
     def combination_rule(self, combination: dict) -> str | None:
         kv, heads = combination.get("num_kv_heads"), combination["num_heads"]

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from sweep.errors import ConfigIssue
 from sweep.questions import QUESTIONS
-from sweep.questions.budget import Unbuildable
+from sweep.questions.base import Unbuildable
 from sweep.space.model import Space
 from workers.config import ModelSpec
 from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS

@@ -35,7 +35,7 @@ Modality = Literal["image", "sequence", "causal_lm", "masked_lm"]
 
 class DataNotFoundError(FileNotFoundError):
     """A data set that must be on local disk is not there. The message says where it looked and how to
-    point the tool elsewhere; the tool never downloads."""
+    point the tool elsewhere; the tool does not download such data."""
 
 
 @dataclass(frozen=True)

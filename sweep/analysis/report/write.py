@@ -32,7 +32,6 @@ from sweep.errors import UsageError
 from sweep.markdown import markdown_table
 from sweep.metrics import Headline
 from sweep.questions import QUESTIONS
-from sweep.questions.gqa import DECODING_COLUMNS
 from sweep.text import with_kv
 
 
@@ -100,7 +99,8 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
     parts.append("\n## Throughput\n\n![throughput](throughput_vs_params.png)\n")
     parts.append("\n## Every config against the baseline\n")
     parts.append(cost_sentence(data.device_s))
-    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, DECODING_COLUMNS)))
+    extra_columns = tuple(column for q in QUESTIONS for column in q.verdict_columns)
+    parts.append(markdown_table(data.verdicts, with_kv(VERDICT_COLUMNS, data.verdicts, extra_columns)))
     parts.append("\n## Trials that did not finish\n")
     parts.append(markdown_table(data.infeasible, INFEASIBLE_COLUMNS))
     parts.append(

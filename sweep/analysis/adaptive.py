@@ -110,8 +110,8 @@ def next_seed(taken: set[int]) -> int:
     return seed
 
 
-def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], budget: int) -> list[Missing]:
-    """One round of at most ``budget`` trials: one more seed per open config in order, each preceded, while
+def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], trial_budget: int) -> list[Missing]:
+    """One round of at most ``trial_budget`` trials: one more seed per open config in order, each preceded, while
     the baseline of its family has no more seeds than it, by one more seed for that baseline."""
     seeds = recorded_seeds(results_dir, plan.space_name)
     baselines = {c.shape.family: c for c in plan.configs if c.is_baseline}
@@ -124,7 +124,7 @@ def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], budget: 
             taken = seeds.setdefault(config.config_id, set())
             if config is base and len(taken) > len(seeds.get(item.config.config_id, ())):
                 continue
-            if len(planned) == budget:
+            if len(planned) == trial_budget:
                 return planned
             seed = next_seed(taken)
             taken.add(seed)
@@ -132,8 +132,8 @@ def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], budget: 
     return planned
 
 
-def describe_round(open_: list[OpenVerdict], planned: list[Missing], budget_left: int) -> str:
-    lines = [f"{len(open_)} open verdicts; this round runs {len(planned)} trials (budget left {budget_left}):"]
+def describe_round(open_: list[OpenVerdict], planned: list[Missing], trials_left: int) -> str:
+    lines = [f"{len(open_)} open verdicts; this round runs {len(planned)} trials (budget left {trials_left}):"]
     reasons = {item.config.config_id: item for item in open_}
     for item in planned:
         shape, why = item.config.shape, reasons.get(item.config.config_id)
@@ -153,7 +153,7 @@ def describe_round(open_: list[OpenVerdict], planned: list[Missing], budget_left
 
 @dataclass(frozen=True)
 class Expectation:
-    """What :func:`expected_budget` found: the trials the adaptive rule is expected to run until every open
+    """What :func:`expected_trials` found: the trials the adaptive rule is expected to run until every open
     verdict it can settle within :data:`MAX_EXPECTED_SEEDS` seeds is settled; how many it expects to settle
     (``settles`` of ``open``), and the open configs it does not expect to settle (their Δ sits too close to
     the tolerance bound for that many seeds), by config_id."""
@@ -194,7 +194,7 @@ def _settled(config: _Projected, base: _Projected, tolerance: float) -> bool:
     return config.gain - half >= -tolerance or config.gain + half < -tolerance
 
 
-def expected_budget(rows: list[dict]) -> Expectation:
+def expected_trials(rows: list[dict]) -> Expectation:
     """The trials ``sweep rerun --select inconclusive`` is expected to need to settle the open verdicts of
     ``rows`` (one space's ``vs_baseline`` rows, baselines included), by running the rule of this module's
     docstring on paper: each round one more seed for every open config and, while it has no more seeds

@@ -149,7 +149,9 @@ def add_run_parsers(sub) -> None:
         default="all",
         help="which configs; inconclusive: more seeds only where a verdict is still open, up to --budget",
     )
-    rerun.add_argument("--budget", type=int, help="--select inconclusive: at most this many more trials")
+    rerun.add_argument(
+        "--budget", dest="trial_budget", type=int, help="--select inconclusive: at most this many more trials"
+    )
     rerun.add_argument("--top-k", type=int, help="K for --select top-k")
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")
     rerun.set_defaults(func=cmd_rerun)

@@ -136,7 +136,7 @@ def cmd_rerun(args) -> int:
 
     if args.select == "inconclusive":
         return rerun_inconclusive(args, check_data)
-    if args.budget is not None:
+    if args.trial_budget is not None:
         raise UsageError("--budget goes with --select inconclusive; the other selections take --seeds N")
     if args.seeds is None:
         return rerun_search(args, check_data)
@@ -180,7 +180,7 @@ def rerun_inconclusive(args, check_data) -> int:
     from sweep.results.storage import sweep_lock
     from sweep.space.model import GridSearch, Scheduler
 
-    if args.budget is None or args.budget < 1:
+    if args.trial_budget is None or args.trial_budget < 1:
         raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
     if args.seeds is not None or args.trials is not None:
         raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
@@ -189,9 +189,9 @@ def rerun_inconclusive(args, check_data) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         open_ = open_verdicts(plan, args.results)
         opened, spent = len(open_), 0
-        while open_ and spent < args.budget and not budget_spent(args, plan.space_name):
-            planned = next_round(plan, args.results, open_, args.budget - spent)
-            print(f"{prefix}, {describe_round(open_, planned, args.budget - spent)}", file=sys.stderr)
+        while open_ and spent < args.trial_budget and not device_hours_spent(args, plan.space_name):
+            planned = next_round(plan, args.results, open_, args.trial_budget - spent)
+            print(f"{prefix}, {describe_round(open_, planned, args.trial_budget - spent)}", file=sys.stderr)
             if args.dry_run:
                 return 0
             plan.pairs = [(m.config, m.seed) for m in planned]
@@ -211,7 +211,7 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
 
     grid = plan.space.search.kind == "grid"
     count = len(plan.trials()) if grid else trials
-    if budget_spent(args, plan.space_name):
+    if device_hours_spent(args, plan.space_name):
         return 0
     print(
         f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
@@ -235,8 +235,8 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
     )
     if outcome.study is not None:
         print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
-    if outcome.budget is not None:
-        print(f"[sweep] {outcome.budget.words()}", file=sys.stderr)
+    if outcome.device_hours is not None:
+        print(f"[sweep] {outcome.device_hours.words()}", file=sys.stderr)
     print(
         f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
         file=sys.stderr,
@@ -245,7 +245,7 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
     return 0
 
 
-def budget_spent(args, space: str) -> bool:
+def device_hours_spent(args, space: str) -> bool:
     """Whether ``--max-gpu-hours`` is already spent by what the results record (said in one line): then nothing
     starts, not even Ray."""
     if getattr(args, "max_gpu_hours", None) is None:
@@ -263,14 +263,14 @@ def budget_spent(args, space: str) -> bool:
     return True
 
 
-def describe_study(study, budget: int) -> str:
+def describe_study(study, num_trials: int) -> str:
     """What an Optuna search's study holds after a run, by where each trial came from."""
     text = (
         f"its study holds {len(study.study.trials)} trials: {study.from_record} from the record, {study.trained} "
         f"trained now, {study.answered} suggestions of pairs already recorded or trained, answered from the record"
     )
-    if study.exhausted and study.trained < budget:
-        text += f"; stopped after {study.trained} of {budget}: every config it can suggest is recorded"
+    if study.exhausted and study.trained < num_trials:
+        text += f"; stopped after {study.trained} of {num_trials}: every config it can suggest is recorded"
     return text
 
 

@@ -41,7 +41,7 @@ def recorded_device_s(results_dir, space: str) -> tuple[float, int]:
 
 
 @dataclass
-class BudgetSummary:
+class DeviceHoursSummary:
     """What a budgeted run spent, in device-seconds, and what it left unstarted."""
 
     limit_s: float
@@ -63,7 +63,7 @@ class BudgetSummary:
         return f"{head}; stopped scheduling at the budget: {not_started}"
 
 
-class BudgetLimiter(Searcher):
+class DeviceHoursLimiter(Searcher):
     """A Tune Searcher that hands out ``searcher``'s suggestions while the budget lasts (the module docstring
     defines it), then says the search is finished. ``sink``: the run's ParquetSink, whose ``device_s`` holds what
     each row it wrote cost and ``written`` which trials it wrote; ``devices_held``: what a running trial holds;
@@ -136,8 +136,8 @@ class BudgetLimiter(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         self.searcher.restore(checkpoint_path)
 
-    def summary(self) -> BudgetSummary:
-        return BudgetSummary(
+    def summary(self) -> DeviceHoursSummary:
+        return DeviceHoursSummary(
             self.limit_s, self.recorded_s, self.finished_s(), self.planned - self.suggested, self.stopped
         )
 

@@ -27,7 +27,7 @@ from sweep.plan.plan import Plan, devices_held
 from sweep.questions import QUESTIONS
 from sweep.results.sink import ParquetSink, record_space
 from sweep.results.storage import resolved, tune_storage
-from sweep.run.budget import BudgetLimiter, BudgetSummary, PlannedTrials, recorded_device_s
+from sweep.run.budget import DeviceHoursLimiter, DeviceHoursSummary, PlannedTrials, recorded_device_s
 from sweep.run.progress import ProgressLine
 from sweep.run.rerun import SearchRecord, search_record
 from sweep.run.search import ResumedSearch, StudySummary, make_searcher
@@ -60,7 +60,7 @@ class SweepOutcome:
     wall_s: float
     results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
     study: StudySummary | None = None  # an Optuna search's study and what it did
-    budget: BudgetSummary | None = None  # --max-gpu-hours: what was spent and what was not started
+    device_hours: DeviceHoursSummary | None = None  # --max-gpu-hours: what was spent and what was not started
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -249,13 +249,13 @@ def trial_resources(resources: Resources) -> tuple[dict, dict]:
     return {"cpu": DRIVER_CPUS}, {"workers": plan}
 
 
-def concurrent_trials(resources: Resources, budgeted: bool = False) -> int | None:
-    """``max_concurrent_trials``: the space's; else, for data-parallel trials or a budgeted run, as many as the
-    cluster's CPUs and GPUs hold whole trials (at least 1). Tune would otherwise start a driver for every
-    data-parallel trial at once (each reserves only :data:`~workers.distributed.DRIVER_CPUS`), and their Ray
-    Train runs would wait on one another for workers; and it would create trials ahead of free slots, before a
-    budget (sweep/run/budget.py) could see what the running ones spend."""
-    if resources.max_concurrent_trials is not None or (resources.workers_per_trial == 1 and not budgeted):
+def concurrent_trials(resources: Resources, device_hours_limited: bool = False) -> int | None:
+    """``max_concurrent_trials``: the space's; else, for data-parallel trials or a run under ``--max-gpu-hours``,
+    as many as the cluster's CPUs and GPUs hold whole trials (at least 1). Tune would otherwise start a driver for
+    every data-parallel trial at once (each reserves only :data:`~workers.distributed.DRIVER_CPUS`), and their Ray
+    Train runs would wait on one another for workers; and it would create trials ahead of free slots, before the
+    device-hours limiter (sweep/run/budget.py) could see what the running ones spend."""
+    if resources.max_concurrent_trials is not None or (resources.workers_per_trial == 1 and not device_hours_limited):
         return resources.max_concurrent_trials
     cluster = ray.cluster_resources()
     fits = [cluster.get("CPU", 0.0) // resources.cpus_per_trial]
@@ -275,12 +275,12 @@ def build_tuner(
     callbacks: list,
     reuse_actors: bool,
     data_parallel: bool,
-    search: tuple[ResumedSearch | BudgetLimiter, int] | None = None,
+    search: tuple[ResumedSearch | DeviceHoursLimiter, int] | None = None,
     verbosity: int = 0,
 ) -> tune.Tuner:
-    """``search``: the searcher (an Optuna search's, or a budget's over either kind) and how many trials it hands
-    out (None: a grid without a budget, run as ``tune.grid_search``); ``verbosity``: Tune's
-    (:func:`configure_output`)."""
+    """``search``: the searcher (an Optuna search's, or the device-hours limiter over either kind) and how many
+    trials it hands out (None: a grid without ``--max-gpu-hours``, run as ``tune.grid_search``); ``verbosity``:
+    Tune's (:func:`configure_output`)."""
     searcher, trials = search if search is not None else (None, 1)
     return tune.Tuner(
         trainable,
@@ -289,7 +289,7 @@ def build_tuner(
             search_alg=searcher,
             scheduler=make_scheduler(plan),
             num_samples=trials,
-            max_concurrent_trials=concurrent_trials(plan.space.resources, isinstance(searcher, BudgetLimiter)),
+            max_concurrent_trials=concurrent_trials(plan.space.resources, isinstance(searcher, DeviceHoursLimiter)),
             # A new actor per trial would start a new process and import torch and timm again (seconds
             # per trial); reusing them keeps the slots busy. Trials share nothing else across a reuse.
             # A data-parallel trial's process only drives its workers (fresh processes either way), and
@@ -395,7 +395,9 @@ def run_sweep(
     searcher = None if grid else make_searcher(plan, record)
     total = len(plan.trials()) if grid else trials
     sink = ParquetSink(results_dir, sweep_id)
-    limiter = None if max_gpu_hours is None else budget_limiter(plan, results_dir, sink, searcher, max_gpu_hours, total)
+    limiter = (
+        None if max_gpu_hours is None else device_hours_limiter(plan, results_dir, sink, searcher, max_gpu_hours, total)
+    )
     search = (limiter, total) if limiter is not None else (None if grid else (searcher, trials))
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
@@ -405,16 +407,16 @@ def run_sweep(
     tuner.fit()
     statuses = count_statuses(sink.written)
     study = searcher.summary() if searcher else None  # Tune drives the searcher it was given, in this process
-    budget = limiter.summary() if limiter else None
-    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study, budget)
+    spent = limiter.summary() if limiter else None
+    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study, spent)
 
 
-def budget_limiter(
+def device_hours_limiter(
     plan: Plan, results_dir, sink: ParquetSink, searcher, max_gpu_hours: float, planned: int
-) -> BudgetLimiter:
+) -> DeviceHoursLimiter:
     """The run's ``planned`` trials (``searcher``'s, or the grid's in plan order) handed out while ``max_gpu_hours``
     lasts."""
     recorded_s, recorded_rows = recorded_device_s(results_dir, plan.space_name)
     inner = searcher if searcher is not None else PlannedTrials(plan.trials())
     held = devices_held(plan.space.resources)
-    return BudgetLimiter(inner, sink, max_gpu_hours * 3600, recorded_s, recorded_rows, held, planned)
+    return DeviceHoursLimiter(inner, sink, max_gpu_hours * 3600, recorded_s, recorded_rows, held, planned)

@@ -187,9 +187,9 @@ def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Head
 def rerun_sentences(verdicts: list[dict], space: str, profile: str | None) -> list[str]:
     """The rerun that settles what is open: the budget the adaptive rule (``sweep/analysis/adaptive.py``) is expected
     to need, and which open verdicts it does not expect to settle."""
-    from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_budget
+    from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_trials
 
-    expected = expected_budget(verdicts)
+    expected = expected_trials(verdicts)
     if not expected.open:
         return []
     command = f"`make rerun SPACE={space}{f' PROFILE={profile}' if profile else ''} SELECT=inconclusive"

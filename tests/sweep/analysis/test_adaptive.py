@@ -24,7 +24,7 @@ def test_open_verdicts_are_the_unsettled_ones_nearest_an_edge_first(planted_adap
 @pytest.mark.slow
 def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(planted_adaptive):
     plan, results, ids = planted_adaptive
-    round_ = next_round(plan, results, open_verdicts(plan, results), budget=10)
+    round_ = next_round(plan, results, open_verdicts(plan, results), trial_budget=10)
     by_id = {v: k for k, v in ids.items()}
     assert [(by_id[m.config.config_id], m.seed) for m in round_] == [
         ((4, 1), 1),  # the baseline has 2 seeds, more than this config's 1: not yet
@@ -32,7 +32,7 @@ def test_a_round_gives_each_open_config_a_seed_and_keeps_the_baseline_level(plan
         ((2, 1), 2),
         ((1, 1), 0),
     ]
-    short = next_round(plan, results, open_verdicts(plan, results), budget=2)
+    short = next_round(plan, results, open_verdicts(plan, results), trial_budget=2)
     assert [(by_id[m.config.config_id], m.seed) for m in short] == [((4, 1), 1), ((4, 4), 2)]
 
 

@@ -9,12 +9,12 @@ from ray.tune.search import Searcher
 import sweep.run.budget
 from sweep.results.schema import table_from_rows
 from sweep.results.storage import write_atomic
-from sweep.run.budget import BudgetLimiter, PlannedTrials, recorded_device_s
+from sweep.run.budget import DeviceHoursLimiter, PlannedTrials, recorded_device_s
 
 
 def limiter(payloads, limit_s, recorded_s=0.0, recorded_rows=0, devices_held=1.0):
     sink = SimpleNamespace(device_s={}, written={})
-    return BudgetLimiter(
+    return DeviceHoursLimiter(
         PlannedTrials(payloads), sink, limit_s, recorded_s, recorded_rows, devices_held, len(payloads)
     ), sink
 

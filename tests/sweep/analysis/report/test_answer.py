@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_budget
+from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_trials
 from sweep.analysis.report import write_report
 from sweep.results.importer import import_file
 from tests.helpers import query, trial_row, write_csv
@@ -158,7 +158,7 @@ def verdict_row(config_id, gain, sd, n, baseline=False, significant=False, evide
 def test_the_suggested_budget_is_what_the_adaptive_rule_needs_to_settle():
     rows = [verdict_row("base", 0.0, 1.0, 2, baseline=True), verdict_row("far", -3.0, 1.0, 2),
             verdict_row("on_the_bound", -0.5, 1.0, 2), verdict_row("done", -9.0, 0.1, 3, significant=True)]  # fmt: skip
-    expected = expected_budget(rows)
+    expected = expected_trials(rows)
     assert (expected.open, expected.settles, expected.unsettled) == (2, 1, ("on_the_bound",))
     # by hand: each round gives both open configs a seed and the baseline one (before the first), "far" settles
     # once the Welch interval of (n, n) seeds clears -0.5; "on_the_bound" (Δ exactly -0.5) never does

@@ -1,5 +1,5 @@
-"""Analysis: views find planted edges, verdicts respond to seed noise honestly, import is all-or-nothing,
-the plain duckdb shell agrees with `sweep sql`, and kappa-theory sits beside Theorem 3.2."""
+"""The views (sweep/analysis/views/): they find planted edges, verdicts respond to seed noise honestly, and the
+plain duckdb shell agrees with `sweep sql`."""
 
 import json
 import shutil
@@ -10,19 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.analysis.report import write_report
-from sweep.cli import main
-from sweep.results.importer import ImportRejected, import_file
-from tests.helpers import PLANTED_MEANS, VIEWS, planted_rows, query, trial_row, write_csv
-
-
-@pytest.fixture
-def planted(tmp_path):
-    """The planted truth of PLANTED_MEANS (tests/helpers.py), imported: three seeds, 0.05 points apart."""
-    results = tmp_path / "results"
-    rows = planted_rows("plant", PLANTED_MEANS, noise=0.05)
-    assert import_file(write_csv(tmp_path / "plant.csv", rows), results) == {"plant": 36}
-    return results
+from sweep.results.importer import import_file
+from tests.helpers import VIEWS, query, trial_row, write_csv
 
 
 def test_depth_edge_finds_the_planted_edges(planted):
@@ -112,44 +101,6 @@ def test_one_seed_is_never_significant(tmp_path):
     ]
 
 
-def test_import_rejects_a_file_with_bad_rows_whole(tmp_path):
-    rows = [trial_row("bad", 4, 4, 0, 90.0), trial_row("bad", 2, 4, 0, 91.0), trial_row("bad", 1, 4, 0, 92.0)]
-    rows[1]["depth"] = -2
-    rows[2]["status"] = "fine"
-    rows[2]["top1"] = 140
-    results = tmp_path / "results"
-    with pytest.raises(ImportRejected) as info:
-        import_file(write_csv(tmp_path / "bad.csv", rows), results)
-    message = str(info.value)
-    assert "row 2: depth: must be a positive whole number (got -2)" in message
-    assert "row 3: status: must be one of" in message and "row 3: top1: must be a percentage" in message
-    assert "nothing written" in message and not results.exists()
-
-
-def test_import_rejects_unknown_columns_and_duplicates(tmp_path):
-    results = tmp_path / "results"
-    row = trial_row("dup", 4, 4, 0, 90.0)
-    with pytest.raises(ImportRejected, match="unknown columns bleu"):
-        import_file(write_csv(tmp_path / "a.csv", [{**row, "bleu": 1}]), results)
-    with pytest.raises(ImportRejected, match=r"row 2: same .* as row 1"):
-        import_file(write_csv(tmp_path / "b.csv", [row, row]), results)
-    import_file(write_csv(tmp_path / "c.csv", [row]), results)
-    with pytest.raises(ImportRejected, match="already in the results"):
-        import_file(write_csv(tmp_path / "d.csv", [row]), results)
-    assert query(results, "SELECT count(*) AS n FROM trials") == [{"n": 1}]
-
-
-def test_import_reads_parquet_and_fills_derived_columns(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    row = {k: v for k, v in trial_row("pq", 4, 4, 0, 90.0).items() if k not in ("config_id", "head_dim")}
-    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "rows.parquet")
-    assert main(["import", str(tmp_path / "rows.parquet"), "--results", str(tmp_path / "r")]) == 0
-    stored = query(tmp_path / "r", "SELECT head_dim, attn_dim, config_id FROM trials")[0]
-    assert stored["head_dim"] == 16 and stored["attn_dim"] == 64 and stored["config_id"].startswith("imp-")
-
-
 @pytest.mark.skipif(shutil.which("duckdb", path=str(Path(sys.executable).parent)) is None,
                     reason="the duckdb shell (dev dependency duckdb-cli) is not installed")  # fmt: skip
 def test_plain_duckdb_shell_gives_the_same_answer(planted):
@@ -161,44 +112,6 @@ def test_plain_duckdb_shell_gives_the_same_answer(planted):
     from_tool = {(r["num_heads"], r["holds_down_to_depth"], r["breaks_at_depth"])
                  for r in query(planted, "FROM depth_edge")}  # fmt: skip
     assert from_shell == from_tool == {(1, 4, 2), (4, 2, 1), (16, 1, None), (64, 4, 2)}
-
-
-@pytest.mark.slow
-def test_report_renders_and_states_the_answer(planted, tmp_path):
-    index = write_report("plant", planted, tmp_path / "report", question="Where does it break?")
-    text = index.read_text()
-    assert "**4 heads of 16**: holds down to depth 2; breaks at depth 1" in text
-    assert "**16 heads of 4**: holds down to depth 1, the smallest tried: nothing broke in this range" in text
-    assert "depth 1: breaks (Δ -10.0, 95% CI" in text and "depth 4: 90.0% (the baseline)" in text
-    answer = text.split("## The answer\n", 1)[1].strip().split("\n")[0]  # the first paragraph
-    assert answer.startswith("Of 11 configs judged against the baseline on top-1")
-    assert "The leanest that holds is 1 block × 16 heads of 4: holds (Δ +0.0, 95% CI" in answer
-    assert "## At equal cost, which shape wins?" in text and "## Does κ track the metric?" in text
-    for picture in ("pareto.png", "delta_heatmap.png", "throughput_vs_params.png"):
-        assert (tmp_path / "report" / picture).stat().st_size > 10_000
-        assert f"]({picture})" in text
-
-
-@pytest.mark.slow
-def test_report_without_a_question_states_the_one_its_latest_sweep_recorded(planted, tmp_path):
-    """`sweep report` reads the question from the results (the sweeps' `spaces` rows), not from the space file,
-    whose loading would import torch."""
-    from sweep.results.sink import record_space
-
-    record_space(planted, "plant", "later-sweep", None, "Where, recorded, does it break?")
-    assert main(["report", "plant", "--results", str(planted), "--out", str(tmp_path / "report")]) == 0
-    assert "> Where, recorded, does it break?" in (tmp_path / "report" / "index.md").read_text()
-
-
-def test_kappa_theory_command(capsys):
-    assert main(["kappa-theory", "--tokens", "16", "--head-dim", "64", "--heads", "1,16", "--format", "json"]) == 0
-    out = capsys.readouterr().out
-    rows = json.loads(out)
-    small, large = rows
-    assert small["regime"].startswith("D > N") and large["regime"] == "D >> N"
-    assert large["sampled_over_theorem"] == pytest.approx(1.0, abs=0.05)
-    assert main(["kappa-theory", "--tokens", "197", "--width", "64", "--heads", "1"]) == 0
-    assert "does not apply" in capsys.readouterr().out
 
 
 def test_pareto_equals_the_pairwise_definition(tmp_path):
@@ -248,41 +161,3 @@ def test_a_seed_recorded_twice_counts_once_by_its_latest_row(tmp_path):
     assert row["n_seeds"] == 2 and row["n_failed"] == 1
     assert row["score_mean"] == pytest.approx(82.5)
     assert row["score_sd"] == pytest.approx(statistics.stdev([80.0, 85.0]))
-
-
-@pytest.mark.slow
-def test_kappa_theory_of_a_space_says_its_parametrisation_and_where_the_bound_applies(capsys):
-    """mqar_recall's cpu profile: d_model 64 fixed, N = 16 tokens, so D = 64 for every head count and the
-    bound is (√64 + √16)/(√64 − √16) = 3 for each; gpt2_tinystories: D = 512 = N tokens, where the theorem's
-    formula is infinite: no theorem value is printed there, and the regime says why."""
-    assert (
-        main(["kappa-theory", "--space", "mqar_recall", "--profile", "cpu", "--samples", "4", "--format", "json"]) == 0
-    )
-    rows = json.loads(capsys.readouterr().out)
-    shapes = {(r["heads"], r["head_dim"], r["width_D"], r["tokens_N"]) for r in rows}
-    assert shapes == {(1, 64, 64, 16), (4, 16, 64, 16), (16, 4, 64, 16)}
-    assert all(r["kappa_theorem"] == pytest.approx(3.0) and r["parametrisation"] == "fixed d_model" for r in rows)
-    assert main(["kappa-theory", "--space", "gpt2_tinystories", "--samples", "2"]) == 0
-    text = " ".join(capsys.readouterr().out.split())  # the paragraph is wrapped
-    assert "fixed d_model, N = 512 tokens" in text and "it predicts no effect of heads on κ" in text
-    assert "Where D ≤ N = 512 the theorem does not apply" in text
-    assert main(["kappa-theory", "--space", "gpt2_tinystories", "--samples", "2", "--format", "json"]) == 0
-    at_n = [r for r in json.loads(capsys.readouterr().out) if r["width_D"] == 512]
-    assert at_n and all(r["kappa_theorem"] is None and r["regime"] == "D = N (κ unbounded)" for r in at_n)
-
-
-@pytest.mark.slow
-def test_report_puts_the_theorem_beside_the_measured_kappa(tmp_path):
-    """Planted fixed-d_model rows (D = 64) seen at N = 128 tokens: D < N, so the report says the theorem does
-    not apply, gives no theorem value, and the Gaussian edges' κ, (√128 + √64)/(√128 − √64) = 5.83."""
-    rows = [{**row, "num_tokens": 128, "head_dim_rule": "fixed_d_model"}
-            for row in planted_rows("theory", PLANTED_MEANS, noise=0.05)]  # fmt: skip
-    results = tmp_path / "results"
-    import_file(write_csv(tmp_path / "theory.csv", rows), results)
-    text = write_report("theory", results, tmp_path / "report").read_text()
-    section = text.split("## Theory beside practice (Theorem 3.2)", 1)[1]
-    assert "**Fixed d_model.** With d_model fixed, D = heads × head_dim is 64 whatever the heads" in section
-    assert "Where D ≤ N = 128 the theorem does not apply" in section and "D = 64: 5.83" in section
-    assert pytest.approx(5.828, abs=1e-3) == (128**0.5 + 8) / (128**0.5 - 8)
-    table = [line for line in section.splitlines() if line.startswith("| 16 ")]
-    assert table and "D < N (theorem does not apply)" in table[0]

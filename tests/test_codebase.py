@@ -342,14 +342,11 @@ NOT_YET_MIRRORED: set[str] = {
     "workers/families/volo.py",
     "workers/families/xcit.py",
     "workers/finetune.py",
-    "workers/probes/flops.py",
     "workers/probes/gaussian.py",
-    "workers/probes/memory.py",
     "workers/probes/params.py",
-    "workers/probes/throughput.py",
     "workers/ray_train.py",
 }
-NOT_YET_MIRRORED_AT_MOST = 47
+NOT_YET_MIRRORED_AT_MOST = 44
 
 
 def has_behaviour(path: Path) -> bool:

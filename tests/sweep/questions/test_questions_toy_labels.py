@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from sweep.analysis.report import write_report
+from sweep.analysis.views import views_text
 from sweep.cli import main
 from sweep.plan.plan import make_plan
 from sweep.questions import QUESTIONS
@@ -116,8 +118,9 @@ def test_a_declared_label_reaches_the_results_the_views_and_the_report(toy, tmp_
     assert "## Toy labels\n\n6 configs tagged wide, ranks summing to 140." in report  # 2 × 10 · (1 + 2 + 4)
 
 
-def test_files_written_before_a_label_existed_read_it_as_null(tmp_path):
-    """The label's column comes from its declaration, for rows from before the question as for new ones."""
+def test_files_written_before_a_label_existed_read_it_as_null(tmp_path, monkeypatch):
+    """The label's column comes from its declaration, for rows from before the question as for new ones: through
+    the tool, and in a plain DuckDB shell over ``sweep sql --print-views`` (compat.sql's typed NULL)."""
     plan = make_plan(*load_space(SPACE))
     results = tmp_path / "results"
     sink = ParquetSink(results, "old")
@@ -125,8 +128,14 @@ def test_files_written_before_a_label_existed_read_it_as_null(tmp_path):
         trial, record = sink_trial(payload, 60.0)
         sink.on_trial_result(0, [], trial, {"record": record})
         sink.on_trial_complete(0, [], trial)
+    record_space(results, SPACE, "old", None, plan.space.question, "top1", "max", 0.5)
     QUESTIONS.append(ToyLabels())  # the question arrives after those files were written
     try:
-        assert query(results, "SELECT count(*) AS n, count(toy_tag) AS tagged FROM configs") == [{"n": 1, "tagged": 0}]
+        counted = "SELECT count(*) AS n, count(toy_tag) AS tagged, count(toy_rank) AS ranked FROM configs"
+        assert query(results, counted) == [{"n": 1, "tagged": 0, "ranked": 0}]
+        monkeypatch.chdir(tmp_path)  # where a plain shell runs: the views read results/ below it
+        con = duckdb.connect()
+        con.execute(views_text())
+        assert con.execute(counted).fetchall() == [(1, 0, 0)]
     finally:
         QUESTIONS.pop()

@@ -71,7 +71,7 @@ class Plan:
     baseline: PlannedConfig
     # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
     pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
-    # Each question's answer by its name (sweep/questions/): budget's BudgetPlans, controls' PlannedControls …
+    # Each question's answer by its name (sweep/questions/): what its add_shapes and add_configs returned
     answers: dict[str, object] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)  # what the questions found wrong while planning
 

@@ -7,8 +7,8 @@ block's conditioning (``conditioning``), share key/value heads (``gqa``), check 
 plan (and the issues that stop it), may record what it needs in the sweep's ``spaces`` row, brings its SQL
 views, prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
 loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none imports a question's module.
-(One place names answers: ``sweep plan --format json`` keeps the ``budgets`` and ``controls`` keys where they always
-were, ``sweep/cli/plan.py``.)
+A question that labels configs declares its columns (:class:`Label`), and the schema, the sink, the compat and
+configs views, the plan's payloads and ``sweep plan``'s table derive theirs from the declarations.
 
 Every hook has a default that does nothing, so a question implements only what it adds: one that only
 compares configs the grid already has (``expectations``: an ``expect:`` block judged against the results) has a

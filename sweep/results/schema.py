@@ -78,7 +78,7 @@ def trials_schema() -> pa.Schema:
         ("num_kv_heads", pa.int64()),
         # the intervention on the attention block's conditioning (workers/conditioning.py)
         ("conditioning", pa.string()),
-        # each question's labels (sweep/questions/: budget_way, budget_target_params, control, ...): Question.labels
+        # each question's label columns, in registry order (sweep/questions/): its Question.labels
         # states each one's definition; NULL for a config without the label and in rows from before it existed
         *label_columns(),
         ("status", pa.string()),  # ok | diverged | oom | error | pruned

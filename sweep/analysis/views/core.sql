@@ -27,7 +27,7 @@ FROM spaces GROUP BY space;
 -- is at chance (at_chance above: the config did not learn); n_at_chance: finished seeds each at chance;
 -- n_unlearned: seeds at chance while another seed of the same config learned (0 when none learned): seeds
 -- that failed where their siblings did not, each listed in unlearned_seeds.
--- Each question's labels (Question.labels: budget_way, control, ...) by the aggregate each declares, as defined there.
+-- Each question's label columns (sweep/questions/: Question.labels), by the aggregate each declares, as defined there.
 -- device_s_total: what the config cost, in device-seconds (trials.device_s: wall × GPUs, or CPUs without a GPU),
 -- summed over every row of it, failed and repeated ones included (they spent their devices too); NULL when none of
 -- its rows recorded device_s (written before it was).

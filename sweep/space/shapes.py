@@ -263,14 +263,14 @@ class Survey:
     issues: dict[str, list[ConfigIssue]]
 
 
-_surveys: dict[str, Survey] = {}  # by the space's JSON: validation and planning survey a space once
+_surveys: dict[tuple, Survey] = {}  # by the space's JSON and the registry: validation and planning survey a space once
 
 
 def survey(space: Space) -> Survey:
     """The grid's shapes, then each question's (``add_shapes``), in registry order; once per space. No
     question is asked of a grid whose baseline is missing or whose shapes a family cannot build (the
     validation reports that first)."""
-    key = space.model_dump_json()
+    key = (space.model_dump_json(), tuple(q.name for q in QUESTIONS))  # a question registered since: asked anew
     if key not in _surveys:
         planner = ShapePlanner(space)
         ready = planner.shapes and all(resolve_baseline(space, planner.shapes, f) for f in space.families())

@@ -85,3 +85,20 @@ def with_kv(columns: list[str], rows: list[dict], extra: tuple[str, ...] = ()) -
         return columns
     at = columns.index("num_heads") + 1
     return [*columns[:at], "num_kv_heads", *columns[at:], *extra]
+
+
+def at_mark(text: str, mark: str, lines: list[str]) -> str:
+    """``text`` with each line that holds ``mark`` (an SQL comment, so the file reads alone) replaced by ``lines``,
+    each indented as the code after it: how the SQL files take the columns the questions declare. A mark after
+    code on its line (``SELECT -- mark``) keeps the code and puts the lines below it."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if mark not in line:
+            out.append(line)
+            continue
+        code = line[: line.index(mark)].rstrip()
+        if code.strip():
+            out.append(code + "\n")
+        indent = " " * (len(code) + 1) if code.strip() else line[: len(line) - len(line.lstrip())]
+        out += [f"{indent}{new}\n" for new in lines]
+    return "".join(out)

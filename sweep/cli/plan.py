@@ -27,26 +27,51 @@ from sweep.cli.run import load_plan
 
 
 def plan_rows(plan: Plan) -> list[dict]:
-    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns."""
+    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns: its labels
+    (``Question.labels``) where some config has one, each after the column it names, and ``plan_columns``."""
     from sweep.questions import QUESTIONS
 
     rows = []
     several = len(plan.space.families()) > 1
+    labels = shown_labels(plan)
     for config in plan.configs:
         shape = config.shape
         asked = {name: value for q in QUESTIONS for name, value in q.plan_columns(plan, config).items()}
-        rows.append({
+        row = {
             "config_id": config.config_id, "baseline": config.is_baseline,
             **({"family": shape.family} if several else {}), "depth": shape.depth,
             "num_heads": shape.num_heads,
             **({"num_kv_heads": asked.pop("num_kv_heads")} if "num_kv_heads" in asked else {}),
             "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
-            **({"budget_way": asked.pop("budget_way")} if "budget_way" in asked else {}),
             "params": config.params, "flops_per_sample": config.flops_per_sample,
             "seeds": len(plan.seeds), **asked,
-        })  # fmt: skip
+        }  # fmt: skip
+        for label in labels:
+            value = config.label(label.name)
+            row = with_column(row, label.name, label.plan_blank if value is None else value, label.plan_after)
+        rows.append(row)
     return rows
+
+
+def shown_labels(plan: Plan) -> list:
+    """The declared labels (``Question.labels``) ``sweep plan`` shows: those in the table that some config has."""
+    from sweep.questions import declared_labels
+
+    return [
+        label
+        for label in declared_labels()
+        if label.in_plan and any(c.label(label.name) is not None for c in plan.configs)
+    ]
+
+
+def with_column(row: dict, name: str, value, after: str | None) -> dict:
+    """``row`` with ``name: value`` after the column ``after`` (at the end when None or absent)."""
+    if after not in row:
+        return {**row, name: value}
+    items = list(row.items())
+    at = [key for key, _ in items].index(after) + 1
+    return dict([*items[:at], (name, value), *items[at:]])
 
 
 def print_stages(plan: Plan) -> None:
@@ -74,7 +99,7 @@ def print_published(plan: Plan) -> None:
         score = f", {row['metric']} {row['published_score']:g}" if row["published_score"] is not None else ""
         count = f"{row['published_params_m']:.1f}M" if row["published_params_m"] else "no parameter count"
         head = f"published {row['label']} ({shape}): {count}{score}"
-        head += f" [the {row['control']} control]" if row.get("control") else ""
+        head += label_words(row)
         if row["planned_params_m"] is None:
             print(f"{head}; not in this profile's grid")
             continue
@@ -87,6 +112,15 @@ def print_published(plan: Plan) -> None:
             print(f"  why: {' '.join(row['mismatch'].split())}")
         if row.get("source"):
             print(f"  source: {' '.join(row['source'].split())}")
+
+
+def label_words(row: dict) -> str:
+    """What a published row's config is labelled, in the words its labels declare (``Label.words``):
+    `` [the half_mlp control]``, or ''."""
+    from sweep.questions import declared_labels
+
+    said = [label.words.format(row[label.name]) for label in declared_labels() if label.words and row.get(label.name)]
+    return "".join(f" [{words}]" for words in said)
 
 
 def print_question_lines(plan: Plan, place: str) -> None:
@@ -103,8 +137,7 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict], estimate:
     from sweep.plan.plan import compare_published
     from sweep.questions import QUESTIONS
 
-    answers = {key: value for q in QUESTIONS for key, value in q.plan_json(plan).items()}
-    asked = {key: answers.pop(key) for key in ("budgets", "controls") if key in answers}  # the order it always had
+    answers = {key: value for q in QUESTIONS for key, value in q.plan_json(plan).items()}  # in registry order
     print(
         json.dumps(
             {
@@ -115,7 +148,6 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict], estimate:
                 "trials": rows,
                 "removed": removed,
                 "published": compare_published(plan),
-                **asked,
                 **answers,
                 **({"estimate": estimate} if estimate is not None else {}),
             },

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sweep.errors import ConfigIssue
 from sweep.plan.identity import config_id
-from sweep.questions import QUESTIONS
+from sweep.questions import QUESTIONS, declared_labels
 from sweep.space.model import Space
 from sweep.space.shapes import (
     Removed,
@@ -35,7 +35,21 @@ class PlannedConfig:
     params: int
     flops_per_sample: int
     model: dict  # ModelSpec fields, data-derived sizes included
-    control: str | None = None  # the label of the control arm this config is (space.controls), if any
+
+    @property
+    def labels(self) -> dict:
+        """The questions' labels of this config (its shape's: ``Shape.labels``), by column name."""
+        return dict(self.shape.labels)
+
+    def label(self, name: str):
+        """The value of the declared label column ``name`` (``Question.labels``), or None when it has none."""
+        return self.shape.label(name)
+
+
+def label_columns(config: PlannedConfig | None) -> dict:
+    """Every declared label column (``sweep.questions.declared_labels``) with ``config``'s value, None where it
+    has none (or there is no config): what its trials row and ``sweep plan`` carry."""
+    return {label.name: config.label(label.name) if config else None for label in declared_labels()}
 
 
 @dataclass(frozen=True)
@@ -57,7 +71,7 @@ class Plan:
     baseline: PlannedConfig
     # When set, exactly these (config, seed) pairs are run (resume, reruns) instead of configs × seeds.
     pairs: list[tuple[PlannedConfig, int]] | None = field(default=None)
-    # Each question's answer by its name (sweep/questions/): budget's BudgetPlans, controls' PlannedControls …
+    # Each question's answer by its name (sweep/questions/): what its add_shapes and add_configs returned
     answers: dict[str, object] = field(default_factory=dict)
     issues: list[ConfigIssue] = field(default_factory=list)  # what the questions found wrong while planning
 
@@ -111,7 +125,7 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "chance_score": plan.space.data.chance_score(plan.space.metric.name),
         "planned_params": config.params,
         "planned_flops_per_sample": config.flops_per_sample,
-        "control": config.control,  # the control arm's label (trials.control); None for the grid's configs
+        **label_columns(config),  # the questions' labels (Question.labels): trials columns of the same names
         "devices_held": devices_held(plan.space.resources),  # what device_s multiplies (sweep/results/schema.py)
         "trial_config": worker_config(plan.space, config.model, seed),
     }
@@ -144,7 +158,7 @@ class Planner(ShapePlanner):
     def planned_config(self, shape: Shape, **labels) -> PlannedConfig:
         model = model_fields(self.space, shape)
         params, flops = measure_shape(model)
-        return PlannedConfig(identify(model, self.space), shape, False, params, flops, model, **labels)
+        return PlannedConfig(identify(model, self.space), shape.labelled(**labels), False, params, flops, model)
 
 
 def make_plan(space_name: str, space: Space, profile: str | None, seeds: list[int] | None = None) -> Plan:
@@ -187,7 +201,7 @@ def compare_published(plan: Plan) -> list[dict]:
             {
                 "label": published.label,
                 "source": published.source,
-                "control": config.control if config else None,
+                **label_columns(config),
                 "shape": dict(published.shape),
                 "published_params_m": published.params_m,
                 "planned_params_m": planned_m,

@@ -2,14 +2,15 @@
 ``sweep/questions/base.py``; how to add one: ``docs/questions.md``).
 
 :data:`QUESTIONS` is the registry that the space model (its sections), the plan, the validation, the SQL
-loader (their views, in this order, after the core's), ``sweep plan`` and the report loop over. Adding a
-question is one module, its SQL file, and one line here.
+loader (their views, in this order, after the core's), ``sweep plan`` and the report loop over, and from
+whose declarations (:func:`declared_labels`) the results schema, the sink, the compat and configs views and
+the plan's columns are derived. Adding a question is one module, its SQL file, and one line here.
 """
 
 from __future__ import annotations
 
 from sweep.questions import budget, conditioning, controls, expectations, gqa
-from sweep.questions.base import Question
+from sweep.questions.base import Label, Question
 
 # One line per question, in the order their views load, their plan lines print and their sections appear.
 QUESTIONS: list[Question] = [
@@ -24,3 +25,9 @@ QUESTIONS: list[Question] = [
 def sections() -> dict[str, Question]:
     """The questions that read a section of the space file, by that section's key."""
     return {q.section: q for q in QUESTIONS if q.section}
+
+
+def declared_labels() -> list[Label]:
+    """Every question's :class:`~sweep.questions.base.Label` columns, in registry order (read when called, so a
+    test's question is seen): the order of their trials, configs and ``sweep plan`` columns."""
+    return [label for q in QUESTIONS for label in q.labels]

@@ -7,8 +7,8 @@ block's conditioning (``conditioning``), share key/value heads (``gqa``), check 
 plan (and the issues that stop it), may record what it needs in the sweep's ``spaces`` row, brings its SQL
 views, prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
 loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none imports a question's module.
-(One place names answers: ``sweep plan --format json`` keeps the ``budgets`` and ``controls`` keys where they always
-were, ``sweep/cli/plan.py``.)
+A question that labels configs declares its columns (:class:`Label`), and the schema, the sink, the compat and
+configs views, the plan's payloads and ``sweep plan``'s table derive theirs from the declarations.
 
 Every hook has a default that does nothing, so a question implements only what it adds: one that only
 compares configs the grid already has (``expectations``: an ``expect:`` block judged against the results) has a
@@ -20,6 +20,7 @@ This module imports nothing heavy: the report (which must not load torch) reads 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Protocol, get_args, get_origin
 
@@ -28,6 +29,38 @@ from pydantic import BaseModel
 # The axes a shape is made of, in the order a space file lists them (``axes:``, ``baseline:``, a control's
 # ``shape:``): the space and the questions share them.
 AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
+
+
+# The column types a question may declare, as DuckDB spells them (``sweep/results/schema.py`` maps each to Arrow's).
+COLUMN_TYPES = ("VARCHAR", "BIGINT", "DOUBLE")
+
+
+@dataclass(frozen=True)
+class Label:
+    """A trials column that a question fills per config while it plans: a config's label (``budget_way``,
+    ``control``), not a model field, so it changes no config id.
+
+    ``name``: the trials column, the configs view's column and the key of ``Shape.labels`` (and so of
+    ``PlannedConfig.labels``). ``sql_type``: one of :data:`COLUMN_TYPES`. ``doc``: what it holds, stated exactly
+    (``--print-views`` prints it above the compat view). ``in_configs``: the aggregate the configs view takes over
+    a config's rows (``any_value``, or ``max`` where a later row may carry it and an earlier not). ``in_plan``:
+    whether ``sweep plan``'s table (and ``--format json``'s ``trials``) shows it, when some config has it;
+    ``plan_after``: the column it follows there (None: at the end); ``plan_blank``: what it shows for a config
+    without it. ``words``: how ``sweep plan`` names a published row whose config has it (``{}``: the value; '':
+    nothing).
+
+    From the declaration alone: the trials schema's column (``sweep/results/schema.py``), the sink's value
+    (from the trial's payload), NULL for rows from before it (``sweep/results/compat.sql``), the configs view's
+    column (``sweep/analysis/views/core.sql``), the plan's payload and ``sweep plan``'s column."""
+
+    name: str
+    sql_type: str
+    doc: str
+    in_configs: str = "any_value"
+    in_plan: bool = True
+    plan_after: str | None = None
+    plan_blank: Any = None
+    words: str = ""
 
 
 class Unbuildable(ValueError):
@@ -67,8 +100,8 @@ class Planner(Protocol):
         """The baseline's shape in ``family`` (default: ``model.family``) among the shapes, or None."""
 
     def planned_config(self, shape, **labels):
-        """``shape`` measured and identified: a :class:`~sweep.plan.plan.PlannedConfig` (``labels``: its fields
-        beyond the shape, e.g. ``control``)."""
+        """``shape`` measured and identified: a :class:`~sweep.plan.plan.PlannedConfig` (``labels``: values of
+        declared :class:`Label` columns, e.g. ``control``, added to the shape's)."""
 
 
 def innermost_model(form: Any) -> type[BaseModel] | None:
@@ -98,7 +131,9 @@ class Question:
     ``report_place``: where its report section goes: ``costs`` (after "at equal cost") or ``mechanism``
     (after the κ theory). ``verdict_columns``: trials measurements the report's verdict table adds at its end
     for a space with grouped configs. ``plan_place``: where ``sweep plan`` prints its lines: ``before
-    published`` (beside the baseline) or ``after published`` (after the paper's rows)."""
+    published`` (beside the baseline) or ``after published`` (after the paper's rows). ``labels``: the
+    :class:`Label` columns it gives configs (the schema, the sink, the compat and configs views, the plan's
+    payload and ``sweep plan``'s table derive theirs from these)."""
 
     name: ClassVar[str]
     section: ClassVar[str | None] = None
@@ -110,6 +145,7 @@ class Question:
     report_place: ClassVar[str] = "costs"
     verdict_columns: ClassVar[tuple[str, ...]] = ()
     plan_place: ClassVar[str] = "after published"
+    labels: ClassVar[tuple[Label, ...]] = ()
 
     # --- the space file -----------------------------------------------------------------------------------
 

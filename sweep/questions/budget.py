@@ -11,8 +11,11 @@ Counts come from ``params_of`` (the plan passes ``measure_shape``'s: the model b
 whatever a family adds (biases, norms, embeddings) is in them. Each count is non-decreasing in the free
 integer, so the nearest is found by doubling, then bisection: about 2·log2(k) counts a way.
 
-Shapes are the space's :class:`~sweep.space.shapes.Shape` (copied with ``dataclasses.replace``; this module does not
-import the plan, which loops over the questions). Views: ``budget.sql`` (budget_ways, budget_pairs).
+Shapes are the space's :class:`~sweep.space.shapes.Shape` (copied with ``dataclasses.replace``, labelled with
+``Shape.labelled``; this module does not import the plan, which loops over the questions). Its labels, the
+trials and configs columns ``budget_way`` and ``budget_target_params``, are declared in ``BudgetQuestion.labels``;
+the schema, the sink, the views and ``sweep plan`` derive theirs from that. Views: ``budget.sql`` (budget_ways,
+budget_pairs).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweep.markdown import markdown_table, query
 from sweep.metrics import Headline, format_delta, format_score
-from sweep.questions.base import Planner, Question, Unbuildable
+from sweep.questions.base import Label, Planner, Question, Unbuildable
 from sweep.text import plural, shape_words
 from workers.config import PositiveInt, StrictModel
 
@@ -184,9 +187,10 @@ def way_shape(way: str, base, budget: Budget, k: int):
     """The shape ``way`` reaches at step ``k`` of its free dimension, labelled with the way."""
     kv = base.num_kv_heads if base.kv_heads != base.num_heads else None
     if way == "deeper":
-        return dataclasses.replace(base, depth=k, budget_way=way)
+        return dataclasses.replace(base, depth=k).labelled(budget_way=way)
     if way == "more_heads":
-        return dataclasses.replace(base, num_heads=k * heads_unit(base, budget), rule="fixed_head_dim", budget_way=way)
+        more = dataclasses.replace(base, num_heads=k * heads_unit(base, budget), rule="fixed_head_dim")
+        return more.labelled(budget_way=way)
     width = k * width_unit(base, budget)
     mlp = max(1, round(base.mlp_dim * width / base.embed_dim))
     if budget.wider_keeps == "num_heads":
@@ -201,8 +205,7 @@ def way_shape(way: str, base, budget: Budget, k: int):
         head_dim=head_dim,
         num_kv_heads=kv,
         rule="fixed_d_model",
-        budget_way=way,
-    )
+    ).labelled(budget_way=way)
 
 
 def heads_unit(base, budget: Budget) -> int:
@@ -252,7 +255,7 @@ def solve_budget(base, budget: Budget, params_of: Callable[[Any], int]) -> Budge
     base_params = params_of(base)
     target = target_params(budget, base_params)
     ways = [solve_way(way, base, budget, target, params_of) for way in budget.ways]
-    labelled = dataclasses.replace(base, budget_way="base")
+    labelled = base.labelled(budget_way="base")
     return BudgetPlan(base.family, labelled, base_params, target, budget.tolerance, ways)
 
 
@@ -309,7 +312,7 @@ def with_budget_shapes(planner: Planner, budgets: list[BudgetPlan]) -> None:
     by_key = {s.key(): s for s in planner.shapes}
     for budget in budgets:
         target = {"budget_target_params": budget.target}
-        by_key[budget.base.key()] = dataclasses.replace(by_key[budget.base.key()], budget_way="base", **target)
+        by_key[budget.base.key()] = by_key[budget.base.key()].labelled(budget_way="base", **target)
         for way in budget.ways:
             combo = {"budget_way": way.way, "family": budget.family, way.dimension: way.value}
             if way.shape is None:
@@ -320,13 +323,12 @@ def with_budget_shapes(planner: Planner, budgets: list[BudgetPlan]) -> None:
             if reason:
                 rule = f"{way.way}'s shape ({way.dimension}={way.value}) must meet the constraints"
                 planner.issue("budget.ways", rule, reason, f"relax the constraint, or drop {way.way} from budget.ways")
-            if reason or by_key.get(way.shape.key(), way.shape).budget_way not in (None, way.way):
+            if reason or by_key.get(way.shape.key(), way.shape).label("budget_way") not in (None, way.way):
                 taken = by_key.get(way.shape.key())
-                why = reason or f"the same shape as the {taken.budget_way} config"
+                why = reason or f"the same shape as the {taken.label('budget_way')} config"
                 planner.removed.append(planner.removal(combo, why))
                 continue
-            by_key[way.shape.key()] = dataclasses.replace(by_key.get(way.shape.key(), way.shape), budget_way=way.way,
-                                                          **target)  # fmt: skip
+            by_key[way.shape.key()] = by_key.get(way.shape.key(), way.shape).labelled(budget_way=way.way, **target)
     planner.shapes = list(by_key.values())
 
 
@@ -471,6 +473,12 @@ class BudgetQuestion(Question):
     section_doc = "one parameter budget spent deeper, wider or on more heads (sweep/questions/budget.py)"
     sql = "budget.sql"
     report_place = "costs"
+    labels = (
+        Label("budget_way", "VARCHAR", "how this config spends the space's `budget:` (base | deeper | wider | "
+              "more_heads); NULL outside a budget", plan_after="rule"),
+        Label("budget_target_params", "BIGINT", "the budget's target, in parameters; NULL outside a budget",
+              in_plan=False),
+    )  # fmt: skip
 
     def add_shapes(self, planner: Planner) -> list[BudgetPlan]:
         if planner.space.budget is None:
@@ -481,9 +489,6 @@ class BudgetQuestion(Question):
 
     def add_configs(self, planner: Planner, answer: list[BudgetPlan] | None) -> list[BudgetPlan]:
         return answer or []
-
-    def plan_columns(self, plan, config) -> dict:
-        return {"budget_way": config.shape.budget_way} if plan.answers["budget"] else {}
 
     def plan_lines(self, plan) -> list[str]:
         return budget_lines(plan)

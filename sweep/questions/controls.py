@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field
 
 from sweep.markdown import interval_words, query
 from sweep.metrics import Headline, format_score
-from sweep.questions.base import AXIS_NAMES, Planner, Question
+from sweep.questions.base import AXIS_NAMES, Label, Planner, Question
 from sweep.text import human, plural, shape_words
 from workers.config import Conditioning, PositiveInt, StrictModel
 from workers.vocabulary import SHAPE_KEYS, did_you_mean
@@ -90,7 +90,7 @@ def control_shape(planner: Planner, baseline, control: Control):
     shape = dataclasses.replace(
         baseline, depth=pick("depth", baseline.depth), num_heads=heads, head_dim=head_dim, embed_dim=width,
         mlp_dim=pick("mlp_dim", baseline.mlp_dim), rule=rule, num_kv_heads=kv,
-        conditioning=pick("conditioning", baseline.conditioning), budget_way=None, budget_target_params=None,
+        conditioning=pick("conditioning", baseline.conditioning), labels=(),  # not the baseline's labels
     )  # fmt: skip
     reason = planner.constraint_violation(shape)
     return (None, reason) if reason else (shape, None)
@@ -147,7 +147,8 @@ def with_controls(planner: Planner, arms: list[tuple[Control, Any]]) -> list[Pla
     for control, shape in arms:
         index = next((i for i, c in enumerate(configs) if c.shape.key() == shape.key()), None)
         if index is not None:
-            configs[index] = dataclasses.replace(configs[index], control=control.label)
+            labelled = configs[index].shape.labelled(control=control.label)
+            configs[index] = dataclasses.replace(configs[index], shape=labelled)
         else:
             configs.append(planner.planned_config(shape, control=control.label))
         config = configs[index if index is not None else -1]
@@ -291,6 +292,11 @@ class ControlsQuestion(Question):
     sql = "controls.sql"
     report_place = "costs"
     plan_place = "before published"
+    labels = (
+        Label("control", "VARCHAR", "the control arm this config is (the space's `controls:`, e.g. half_mlp); NULL "
+              "for the grid's configs. Not part of the config id", in_configs="max", plan_blank="",
+              words="the {} control"),
+    )  # fmt: skip
 
     def space_issues(self, space, file: str) -> list:
         return control_key_issues(space, file)
@@ -302,9 +308,6 @@ class ControlsQuestion(Question):
 
     def add_configs(self, planner: Planner, answer: list[tuple[Control, Any]] | None) -> list[PlannedControl]:
         return with_controls(planner, answer or [])
-
-    def plan_columns(self, plan, config) -> dict:
-        return {"control": config.control or ""} if plan.answers["controls"] else {}
 
     def plan_lines(self, plan) -> list[str]:
         return control_lines(plan)

@@ -32,8 +32,8 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 -- no metric, metric_mode or score (nor the sequence columns): its metric is top1, higher is better, and
 -- its score is its top1. A row from before grouped-query attention and conditioning interventions has
 -- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built); one from
--- before budget blocks (or outside one) has budget_way and budget_target_params NULL, and one from before
--- control arms has control NULL (not a control), as every grid config's row; one from before chance levels were
+-- before a question's label column (listed at the select below, each with its definition: Question.labels in
+-- sweep/questions/) has it NULL, as every config the question does not label; one from before chance levels were
 -- recorded has chance_score NULL (nothing is flagged as at chance), and one from before device-seconds were recorded
 -- has devices_held and device_s NULL (its cost unknown: it counts 0 towards --max-gpu-hours). A version-1 epochs row's
 -- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
@@ -49,11 +49,11 @@ SELECT * REPLACE (
 FROM (
     FROM trials_files
     UNION ALL BY NAME
-    SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS score, NULL::DOUBLE AS accuracy,
+    SELECT -- @question-labels (sweep/results/reader.py compat_sql puts each declared label's typed NULL here)
+           NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS score, NULL::DOUBLE AS accuracy,
            NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
            NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
-           NULL::DOUBLE AS token_latency_ms, NULL::VARCHAR AS budget_way, NULL::BIGINT AS budget_target_params,
-           NULL::VARCHAR AS control, NULL::DOUBLE AS chance_score, NULL::DOUBLE AS devices_held,
+           NULL::DOUBLE AS token_latency_ms, NULL::DOUBLE AS chance_score, NULL::DOUBLE AS devices_held,
            NULL::DOUBLE AS device_s
     WHERE false
 );
@@ -77,7 +77,8 @@ SELECT * EXCLUDE (tolerance_top1) REPLACE (
 FROM (
     FROM spaces_files
     UNION ALL BY NAME
-    SELECT NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS tolerance,
+    SELECT -- @question-labels (sweep/results/reader.py compat_sql puts each declared label's typed NULL here)
+           NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS tolerance,
            NULL::DOUBLE AS tolerance_top1, NULL::VARCHAR AS questions
     WHERE false
 );

@@ -26,10 +26,26 @@ import duckdb
 import pyarrow as pa
 
 from sweep.errors import QueryError
+from sweep.questions import declared_labels
 from sweep.results.schema import ALL_TABLES, SCHEMAS, current_schema
+from sweep.text import at_mark
 from sweep.results.storage import Footer, ObjectStore, cached_footer, is_remote, locate, superseded
 
 COMPAT_SQL = Path(__file__).resolve().parent / "compat.sql"  # package data: shipped in the wheel
+LABELS_MARK = "-- @question-labels"  # where compat.sql and core.sql take the questions' label columns
+
+
+def label_line(label, expression: str) -> str:
+    """One select-list line for a declared label: ``expression AS name,`` and, as a comment, the question's
+    definition of it (so ``--print-views`` states what every column holds)."""
+    return f"{expression} AS {label.name},  -- {' '.join(label.doc.split())}"
+
+
+def compat_sql() -> str:
+    """``compat.sql`` with a typed NULL for each question's label (``Question.labels``) in the trials view's
+    empty select: a folder whose files predate a label (or hold only version 1) still has its column."""
+    lines = [label_line(label, f"NULL::{label.sql_type}") for label in declared_labels()]
+    return at_mark(COMPAT_SQL.read_text(), LABELS_MARK, lines)
 
 
 VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by compat.sql
@@ -100,7 +116,7 @@ def no_rows(table: str) -> str:
 
 def create_empty(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
     """``name`` as an empty table with ``table``'s columns and types: a table with no file yet."""
-    empty = SCHEMAS[table].empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
+    empty = current_schema(table).empty_table()  # noqa: F841 (read by DuckDB's replacement scan)
     con.execute(f"CREATE TABLE {name} AS SELECT * FROM empty")
 
 
@@ -117,7 +133,7 @@ def attach_store_table(con: duckdb.DuckDBPyConnection, store: ObjectStore, table
         create_empty(con, table, glob_view_name(table))
         return damaged
     try:  # the columns of every file, each file's missing ones read as NULL: read_parquet's union_by_name
-        schema = pa.unify_schemas([*(schema for _, schema in good), SCHEMAS[table]], promote_options="permissive")
+        schema = pa.unify_schemas([*(schema for _, schema in good), current_schema(table)], promote_options="permissive")
     except (pa.ArrowException, ValueError) as exc:
         hint = f"`sweep doctor --results {store}` names the files"
         raise QueryError(f"the {table} files under {store} disagree on a column's type ({exc}); {hint}") from exc

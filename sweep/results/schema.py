@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from sweep.questions import declared_labels
 from workers.data.glue import GLUE_TASKS
 from workers.metrics import METRICS, epoch_key, epoch_metrics
 
@@ -44,8 +45,18 @@ GLUE_TASK_NAMES = tuple(GLUE_TASKS)  # each GLUE task has a score column in tria
 TABLES = ("trials", "epochs", "kappa")
 
 
+# Arrow's type of each column type a question may declare (sweep/questions/base.py COLUMN_TYPES, DuckDB's words).
+ARROW_TYPES = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}
+
+
+def label_columns() -> list[tuple[str, pa.DataType]]:
+    """A trials column per question label (``Question.labels``), in registry order, of its declared type."""
+    return [(label.name, ARROW_TYPES[label.sql_type]) for label in declared_labels()]
+
+
 def trials_schema() -> pa.Schema:
-    """The trials table's columns, the metrics' from their definitions (read when called)."""
+    """The trials table's columns: the metrics' from their definitions, the questions' labels from their
+    declarations (read when called)."""
     return pa.schema([
         ("schema_version", pa.int32()),
         ("space", pa.string()),
@@ -63,17 +74,13 @@ def trials_schema() -> pa.Schema:
         ("mlp_dim", pa.int64()),
         ("attn_dim", pa.int64()),
         ("head_dim_rule", pa.string()),
-        # a space's `budget:` block (sweep/questions/budget.py): how this config spends the budget (base | deeper |
-        # wider | more_heads; NULL outside a budget) and the budget's target, in parameters
-        ("budget_way", pa.string()),
-        ("budget_target_params", pa.int64()),
         # key/value heads (grouped-query attention); = num_heads for multi-head attention
         ("num_kv_heads", pa.int64()),
         # the intervention on the attention block's conditioning (workers/conditioning.py)
         ("conditioning", pa.string()),
-        # the control arm this config is (the space's `controls:`, e.g. half_mlp); NULL for the grid's configs and
-        # for rows written before controls existed. Not part of the config id.
-        ("control", pa.string()),
+        # each question's label columns, in registry order (sweep/questions/): its Question.labels
+        # states each one's definition; NULL for a config without the label and in rows from before it existed
+        *label_columns(),
         ("status", pa.string()),  # ok | diverged | oom | error | pruned
         ("error", pa.string()),
         ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)
@@ -233,6 +240,6 @@ ALL_TABLES = (*TABLES, "spaces")
 def table_from_rows(table: str, rows: list[dict]) -> pa.Table:
     """Rows (dicts) to an Arrow table of the table's schema; missing columns are null, extra keys
     are dropped."""
-    schema = SCHEMAS[table]
+    schema = current_schema(table)  # as declared now: a question's label columns are read when called
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.Table.from_pydict(columns, schema=schema)

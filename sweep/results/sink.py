@@ -21,7 +21,8 @@ from ray import tune
 
 from sweep.errors import ResultsError
 from sweep.metrics import epoch_key
-from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
+from sweep.questions import declared_labels
+from sweep.results.schema import SCHEMA_VERSION, TABLES, current_schema, table_from_rows
 from sweep.results.storage import is_remote, write_atomic
 from workers.metrics import epoch_metrics, epoch_score, score_of
 from workers.vocabulary import TrialStatus
@@ -32,11 +33,23 @@ log = logging.getLogger("sweep.results.sink")
 DRIVER_COLUMNS = frozenset({
     "schema_version", "space", "profile", "sweep_id", "trial_id", "config_id", "seed", "is_baseline", "family",
     "depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "attn_dim", "head_dim_rule", "metric", "metric_mode",
-    "score", "budget_way", "budget_target_params", "restarts", "node_id", "git_sha", "trial_config", "control",
-    "chance_score", "devices_held", "device_s",
+    "score", "restarts", "node_id", "git_sha", "trial_config", "chance_score", "devices_held", "device_s",
 })  # fmt: skip
-# Every other trials column is taken from the worker's record (sweep/results/schema.py is the one list of columns).
-RECORD_COLUMNS = tuple(name for name in TRIALS.names if name not in DRIVER_COLUMNS)
+
+
+def label_names() -> list[str]:
+    """The questions' label columns (``Question.labels``): the driver fills them from the trial's payload."""
+    return [label.name for label in declared_labels()]
+
+
+def record_columns() -> tuple[str, ...]:
+    """Every other trials column, taken from the worker's record (``sweep/results/schema.py`` is the one list of
+    columns), as the schema and the questions stand when called."""
+    driven = DRIVER_COLUMNS | set(label_names())
+    return tuple(name for name in current_schema("trials").names if name not in driven)
+
+
+RECORD_COLUMNS = record_columns()  # as they stand at import (the trackers' filter)
 # Keys of a record that are not columns: the per-epoch and per-layer rows, written to their own tables.
 RECORD_TABLES = frozenset({"epochs", "kappa"})
 
@@ -111,7 +124,7 @@ def record_space(
 
 def warn_unknown_keys(record: dict) -> None:
     """Log a record key with no column: a measurement the worker took and no table would keep."""
-    unknown = sorted(set(record) - set(TRIALS.names) - RECORD_TABLES)
+    unknown = sorted(set(record) - set(current_schema("trials").names) - RECORD_TABLES)
     if unknown:
         log.warning("trial record keys with no trials column (not written): %s; add them to sweep/results/schema.py", unknown)
 
@@ -161,7 +174,7 @@ class TrialRows:
             **self.identity(),
             "profile": p["profile"],
             "is_baseline": p["is_baseline"],
-            "control": p.get("control"),  # payloads from before control arms: none
+            **{name: p.get(name) for name in label_names()},  # the plan's labels (a payload from before one: none)
             "family": p["family"],
             **p["shape"],
             "params": p["planned_params"],
@@ -175,7 +188,7 @@ class TrialRows:
         }
         if record:
             warn_unknown_keys(record)
-            row.update({k: record[k] for k in RECORD_COLUMNS if record.get(k) is not None})
+            row.update({k: record[k] for k in record_columns() if record.get(k) is not None})
             row["score"] = score_of(record, self.metric)
         elif epochs:  # stopped early or lost: keep what the epochs said
             last = epochs[-1]

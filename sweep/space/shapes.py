@@ -49,10 +49,9 @@ class Shape:
     family: str = "vit"  # the model family (a space may sweep several: axes.family)
     num_kv_heads: int | None = None  # grouped-query attention's key/value heads; None: num_heads
     conditioning: str = "none"  # workers/conditioning.py
-    # A `budget:` block's labels (sweep/questions/budget.py): how the config spends the budget (base, deeper, wider,
-    # more_heads) and the target count. Not model fields: they change no config id and no key().
-    budget_way: str | None = None
-    budget_target_params: int | None = None
+    # The questions' labels of this shape's config, (name, value) pairs sorted by name: the columns a question
+    # declares (Question.labels, e.g. budget_way, control). Not model fields: they change no config id and no key().
+    labels: tuple[tuple[str, object], ...] = ()
 
     @property
     def attn_dim(self) -> int:
@@ -73,9 +72,16 @@ class Shape:
             "family": self.family,
             "num_kv_heads": self.kv_heads,
             "conditioning": self.conditioning,
-            **({"budget_way": self.budget_way} if self.budget_way else {}),
-            **({"budget_target_params": self.budget_target_params} if self.budget_way else {}),
         }
+
+    def label(self, name: str):
+        """The value of the label ``name`` (a declared Label column), or None when the shape has none."""
+        return dict(self.labels).get(name)
+
+    def labelled(self, **values) -> Shape:
+        """This shape with ``values`` among its labels (replacing any of the same name; None removes one)."""
+        merged = {**dict(self.labels), **values}
+        return dataclasses.replace(self, labels=tuple(sorted((k, v) for k, v in merged.items() if v is not None)))
 
     def worker_fields(self) -> dict:
         """The extra axes' model fields, only where they differ from the model as built (see EXTRA_AXES)."""
@@ -257,14 +263,14 @@ class Survey:
     issues: dict[str, list[ConfigIssue]]
 
 
-_surveys: dict[str, Survey] = {}  # by the space's JSON: validation and planning survey a space once
+_surveys: dict[tuple, Survey] = {}  # by the space's JSON and the registry: validation and planning survey a space once
 
 
 def survey(space: Space) -> Survey:
     """The grid's shapes, then each question's (``add_shapes``), in registry order; once per space. No
     question is asked of a grid whose baseline is missing or whose shapes a family cannot build (the
     validation reports that first)."""
-    key = space.model_dump_json()
+    key = (space.model_dump_json(), tuple(q.name for q in QUESTIONS))  # a question registered since: asked anew
     if key not in _surveys:
         planner = ShapePlanner(space)
         ready = planner.shapes and all(resolve_baseline(space, planner.shapes, f) for f in space.families())

@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sweep.questions import QUESTIONS
-from sweep.results.reader import COMPAT_SQL
+from sweep.questions import QUESTIONS, declared_labels
+from sweep.results.reader import LABELS_MARK, compat_sql, label_line
+from sweep.text import at_mark
 
 VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
 # In this order, before the questions' own files
@@ -28,8 +29,15 @@ TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_fi
 
 def views_text() -> str:
     """Every analysis definition as one text, in loading order: the core files, then each question's."""
-    core = [COMPAT_SQL.read_text(), *((VIEWS_DIR / name).read_text() for name in CORE_FILES)]
+    core = [compat_sql(), *(core_sql(name) for name in CORE_FILES)]
     return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
+
+
+def core_sql(name: str) -> str:
+    """A core file's text, with each question's label (``Question.labels``) at its mark in ``configs``: the
+    label's aggregate over the config's rows (``Label.in_configs``)."""
+    lines = [label_line(label, f"{label.in_configs}({label.name})") for label in declared_labels()]
+    return at_mark((VIEWS_DIR / name).read_text(), LABELS_MARK, lines)
 
 
 def analysis_views() -> list[str]:

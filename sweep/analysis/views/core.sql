@@ -27,6 +27,7 @@ FROM spaces GROUP BY space;
 -- is at chance (at_chance above: the config did not learn); n_at_chance: finished seeds each at chance;
 -- n_unlearned: seeds at chance while another seed of the same config learned (0 when none learned): seeds
 -- that failed where their siblings did not, each listed in unlearned_seeds.
+-- Each question's label columns (sweep/questions/: Question.labels), by the aggregate each declares, as defined there.
 -- device_s_total: what the config cost, in device-seconds (trials.device_s: wall × GPUs, or CPUs without a GPU),
 -- summed over every row of it, failed and repeated ones included (they spent their devices too); NULL when none of
 -- its rows recorded device_s (written before it was).
@@ -57,10 +58,8 @@ SELECT
     any_value(head_dim_rule) AS head_dim_rule,
     any_value(num_kv_heads) AS num_kv_heads,
     any_value(conditioning) AS conditioning,
-    any_value(budget_way) AS budget_way,
-    any_value(budget_target_params) AS budget_target_params,
+    -- @question-labels (sweep/analysis/views/__init__.py core_sql puts each declared label's aggregate here)
     bool_or(is_baseline) AS is_baseline,
-    max(control) AS control,  -- the control arm's label (the space's `controls:`), NULL for the grid's configs
     count(DISTINCT seed) FILTER (WHERE status = 'ok') AS n_seeds,
     count(*) FILTER (WHERE status <> 'ok') AS n_failed,
     avg(score) FILTER (WHERE status = 'ok') AS score_mean,

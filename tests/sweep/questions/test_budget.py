@@ -64,7 +64,7 @@ def test_each_way_hits_the_target_and_counts_as_the_closed_form_and_timm(tmp_pat
     base = vit_params(2, 48, 48, 192)
     assert budget.base_params == base == timm_params(2, 48, 4, 192)
     assert budget.target == round(2.0 * base)
-    by_way = {c.shape.budget_way: c for c in plan.configs}
+    by_way = {c.label("budget_way"): c for c in plan.configs}
     assert set(by_way) == {"base", "deeper", "wider", "more_heads"} and by_way["base"].is_baseline
 
     # each way's free dimension, and its neighbours' counts (by hand) are no nearer the target
@@ -91,8 +91,8 @@ def test_each_way_hits_the_target_and_counts_as_the_closed_form_and_timm(tmp_pat
     assert by_way["deeper"].params == timm_params(4, 48, 4, 192)
     assert by_way["wider"].params == timm_params(2, 68, 4, 272)
     # the labels travel to the trials rows, and every config is a distinct experiment
-    payloads = {t["shape"]["budget_way"]: t for t in plan.trials()}
-    assert payloads["wider"]["shape"]["budget_target_params"] == budget.target
+    payloads = {t["budget_way"]: t for t in plan.trials()}
+    assert payloads["wider"]["budget_target_params"] == budget.target
     assert len({c.config_id for c in plan.configs}) == 4
 
 
@@ -101,7 +101,7 @@ def test_the_labels_change_no_config_id(tmp_path):
     with_budget = make_plan(*load_space(str(write_space(tmp_path))))
     plain = make_plan(*load_space(str(write_space(tmp_path, SPACE.rsplit("budget:", 1)[0], "plain.yaml"))))
     assert [c.config_id for c in plain.configs] == [with_budget.baseline.config_id]
-    assert plain.baseline.shape.budget_way is None and "budget_way" not in plain.baseline.shape.as_dict()
+    assert plain.baseline.label("budget_way") is None and "budget_way" not in plain.baseline.shape.as_dict()
 
 
 def test_nearest_step_finds_the_nearest_of_a_monotone_count():

@@ -77,12 +77,12 @@ def test_every_profile_carries_the_control_at_half_its_own_mlp(name):
         plan = plan_of(name, profile)
         (control,) = plan.answers["controls"]
         base, shape = plan.baseline.shape, control.config.shape
-        assert control.label == "half_mlp" and control.config.control == "half_mlp"
+        assert control.label == "half_mlp" and control.config.label("control") == "half_mlp"
         assert (shape.depth, shape.num_heads, shape.head_dim, shape.embed_dim) == (
             base.depth, base.num_heads, base.head_dim, base.embed_dim
         )  # fmt: skip
         assert shape.mlp_dim * 2 == base.mlp_dim, (name, profile)
-        assert [c.config_id for c in plan.configs if c.control] == [control.config.config_id]
+        assert [c.config_id for c in plan.configs if c.label("control")] == [control.config.config_id]
     assert plan_of(name, "smoke").answers["controls"][0].config.shape.mlp_dim == 96
 
 
@@ -92,12 +92,12 @@ def test_controls_add_configs_at_the_end_and_move_no_id():
     name, space, profile = name_space_profile
     grid = make_plan(name, space.model_copy(update={"controls": []}), profile)
     assert [c.config_id for c in plan.configs[:-1]] == [c.config_id for c in grid.configs]
-    assert plan.configs[-1].control == "half_mlp" and len(plan.configs) == len(grid.configs) + 1
+    assert plan.configs[-1].label("control") == "half_mlp" and len(plan.configs) == len(grid.configs) + 1
     # deit_b_fixed_mlp's paper_row grid holds MLP 1536 already: the control labels that config, adds none
     row = plan_of("deit_b_fixed_mlp", "paper_row")
     pinned = json.loads(PINNED.read_text())["deit_b_fixed_mlp/paper_row"]
     assert [[c.config_id, c.params, c.flops_per_sample] for c in row.configs] == pinned
-    assert row.answers["controls"][0].in_grid and sum(c.control == "half_mlp" for c in row.configs) == 1
+    assert row.answers["controls"][0].in_grid and sum(c.label("control") == "half_mlp" for c in row.configs) == 1
 
 
 def test_the_label_travels_in_the_payload_and_the_trials_row_but_not_the_id():

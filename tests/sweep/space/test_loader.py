@@ -56,9 +56,13 @@ def test_vit_b_fixed_mlp_baseline_is_86_6m(capsys):
     plan = make_plan("vit_b_fixed_mlp", space, profile)
     assert {c.shape.depth for c in plan.configs} == {4, 6, 8, 10, 12}
     assert {c.shape.num_heads for c in plan.configs} == {12, 16, 24, 32, 48}
-    assert {c.shape.mlp_dim for c in plan.configs if c.control is None} == {3072}  # the grid holds the MLP fixed
-    assert [(c.control, c.shape.mlp_dim) for c in plan.configs if c.control] == [("half_mlp", 1536)]  # its control
-    assert {c.params for c in plan.configs if c.shape.depth == 12 and c.control is None} == {86_567_656}
+    control = {c.config_id: c.label("control") for c in plan.configs}
+    # the grid holds the MLP fixed
+    assert {c.shape.mlp_dim for c in plan.configs if control[c.config_id] is None} == {3072}
+    assert [(control[c.config_id], c.shape.mlp_dim) for c in plan.configs if control[c.config_id]] == [
+        ("half_mlp", 1536)
+    ]  # its control
+    assert {c.params for c in plan.configs if c.shape.depth == 12 and control[c.config_id] is None} == {86_567_656}
 
 
 def test_width_control_has_both_arms_sharing_the_12_head_config():

@@ -1,5 +1,7 @@
-"""Every cheap command the docs show, and every `sweep sql` command a report prints, runs as printed from the
-project folder in the README's set-up (.venv activated: its bin first on PATH)."""
+"""Every cheap command the docs show runs as printed from the project folder in the README's set-up (.venv
+activated: its bin first on PATH), a query over results a sweep wrote there; every `sweep sql` command a report
+prints runs as printed from any folder (it carries --results). tests/sweep/analysis/test_hints.py runs the commands a
+run and its report print, reruns included."""
 
 import os
 import re
@@ -65,8 +67,12 @@ def test_the_docs_show_cheap_commands_of_each_kind():
 @pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_documented_command_runs_as_printed(command, tmp_path):
-    # A command that writes a file (`sweep sql --print-views > views.sql`) writes it in a folder of its own
-    cwd = tmp_path if ">" in command else ROOT
+    # A command that writes a file (`sweep sql --print-views > views.sql`) writes it in a folder of its own; a
+    # query runs in a folder whose results/ a sweep wrote (over none, `sweep sql` says so and exits 2)
+    cwd = tmp_path if ">" in command or command.startswith("sweep sql") else ROOT
+    if command.startswith("sweep sql"):
+        import_file(write_csv(tmp_path / "plant.csv", planted_rows("plant", PLANTED_MEANS, noise=0.05)),
+                    tmp_path / "results")  # fmt: skip
     done = subprocess.run(command, shell=True, cwd=cwd, env=activated_env(), capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
@@ -80,7 +86,10 @@ def test_the_commands_a_report_prints_run_as_printed(tmp_path):
     text = write_report("plant", tmp_path / "results", tmp_path / "reports" / "plant").read_text()
     printed = sorted(set(re.findall(r"`(sweep sql [^`]+)`", text)))
     assert printed, "the report prints no query"
-    for command in printed:  # from the folder that holds results/, as a user who ran the sweep there
-        done = subprocess.run(command, shell=True, cwd=tmp_path, env=activated_env(), capture_output=True,
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for command in printed:  # from a folder that holds no results/: the command says where they are
+        assert f"--results {tmp_path / 'results'}" in command or "--print-views" in command, command
+        done = subprocess.run(command, shell=True, cwd=elsewhere, env=activated_env(), capture_output=True,
                               text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0 and "(0 rows)" not in done.stdout, f"{command}\n{done.stderr[-2000:]}"

@@ -151,17 +151,28 @@ def describe_round(open_: list[OpenVerdict], planned: list[Missing], trials_left
 # --- how many trials the rule above is expected to need --------------------------------------------------
 
 
+# Why an open verdict is not expected to settle within MAX_EXPECTED_SEEDS seeds (Expectation.why), in the order
+# they are told apart: a seed of the config or of its baseline at chance while its siblings learned (the failure,
+# not the Δ, makes the interval wide: vs_baseline's n_unlearned / baseline_unlearned); seeds spread far wider than
+# the space's others (with the space's typical spread, the pooled sd, it would settle); else the Δ sits so close
+# to the tolerance bound that even the typical spread needs more seeds.
+SEED_AT_CHANCE = "a seed at chance"
+WIDE_SPREAD = "a wide spread"
+ON_THE_BOUND = "Δ on the tolerance bound"
+
+
 @dataclass(frozen=True)
 class Expectation:
     """What :func:`expected_trials` found: the trials the adaptive rule is expected to run until every open
     verdict it can settle within :data:`MAX_EXPECTED_SEEDS` seeds is settled; how many it expects to settle
-    (``settles`` of ``open``), and the open configs it does not expect to settle (their Δ sits too close to
-    the tolerance bound for that many seeds), by config_id."""
+    (``settles`` of ``open``), and the open configs it does not expect to settle, by config_id, with why each
+    (``why``: :data:`SEED_AT_CHANCE`, :data:`WIDE_SPREAD` or :data:`ON_THE_BOUND`)."""
 
     trials: int
     open: int
     settles: int
     unsettled: tuple[str, ...]
+    why: tuple[str, ...] = ()  # one per unsettled config, in its order
 
 
 @dataclass
@@ -211,6 +222,7 @@ def expected_trials(rows: list[dict]) -> Expectation:
         base_state[family] = _Projected(b["config_id"], family, 0.0, sd, b["n_seeds"] or 0)
     open_: list[_Projected] = []
     tolerance = {r["family"]: r["tolerance"] for r in rows}
+    failed = {r["config_id"] for r in rows if (r.get("n_unlearned") or 0) or (r.get("baseline_unlearned") or 0)}
     for r in rows:
         if r["is_baseline"] or r["significant"] or r["evidence"] == UNSETTLEABLE or r["family"] not in bases:
             continue
@@ -233,7 +245,17 @@ def expected_trials(rows: list[dict]) -> Expectation:
             lone.n += 1
         return False
 
+    def why(item: _Projected) -> str:
+        """Why ``item`` is not expected to settle (the constants above), judged on today's seed counts."""
+        if item.config_id in failed:
+            return SEED_AT_CHANCE
+        typical = pooled if pooled is not None else base_state[item.family].sd
+        if typical is not None and item.sd > typical and can_settle(_Projected(**{**vars(item), "sd": typical})):
+            return WIDE_SPREAD
+        return ON_THE_BOUND
+
     hopeful = {item.config_id for item in open_ if can_settle(item)}
+    reasons = {item.config_id: why(item) for item in open_ if item.config_id not in hopeful}
     trials, active = 0, list(open_)
     while any(item.config_id in hopeful for item in active):
         for item in active:
@@ -244,5 +266,4 @@ def expected_trials(rows: list[dict]) -> Expectation:
             item.n += 1
             trials += 1
         active = [item for item in active if not _settled(item, base_state[item.family], tolerance[item.family])]
-    unsettled = tuple(item.config_id for item in open_ if item.config_id not in hopeful)
-    return Expectation(trials, len(open_), len(hopeful), unsettled)
+    return Expectation(trials, len(open_), len(hopeful), tuple(reasons), tuple(reasons.values()))

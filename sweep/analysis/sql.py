@@ -183,6 +183,13 @@ def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
             )
 
 
+def reads_results(query: str) -> bool:
+    """Whether ``query`` reads the results: it names a table, an analysis view or macro, or the catalog
+    (``SELECT 1`` does not)."""
+    names = {d.name for d in definitions(views_text())} | set(TABLE_VIEWS) | set(TABLE_VIEWS.values())
+    return bool(words(query) & (names | CATALOG_WORDS | {"query_table"}))
+
+
 def run_query(results_dir: Path, query: str, tolerance: float | None = None) -> tuple[list[str], list[tuple]]:
     """Run a read-only query; return column names and rows. ``tolerance``: as in :func:`connect`. Only the
     analysis views the query names are created (:class:`Views`)."""

@@ -264,7 +264,7 @@ def add_results_parsers(sub) -> None:
     compact.set_defaults(func=cmd_compact)
 
     report = sub.add_parser("report", help="write a Markdown + PNG report answering where the trade breaks")
-    report.add_argument("space", help="the space whose trials to report (a name as recorded in the results)")
+    report.add_argument("space", help="the space to report: a name as recorded in the results, or its file")
     report.add_argument("--results", type=parse_results, default=DEFAULT_RESULTS, help=RESULTS_HELP)
     report.add_argument("--out", type=Path, help="folder to write (default reports/SPACE)")
     report.add_argument("--tolerance", type=float, help=TOLERANCE_HELP)

@@ -35,16 +35,40 @@ def parse_tolerance(value: float | None) -> float | None:
 
 
 def cmd_sql(args) -> int:
-    from sweep.analysis.sql import run_query
+    from sweep.analysis.sql import reads_results, run_query
 
     if args.print_views:  # the same definitions the tool reads, for `duckdb -init`
         print(views_text(), end="")
         return 0
     if args.query is None:
         raise UsageError('sweep sql needs a query, e.g. sweep sql "FROM depth_edge" (or --print-views)')
+    if reads_results(args.query):
+        check_results_exist(args.results)
     columns, rows = run_query(args.results, args.query, tolerance=parse_tolerance(args.tolerance))
     print(render(columns, rows, args.format))
     return 0
+
+
+def check_results_exist(results) -> None:
+    """A query of the results over a folder that does not exist, or holds no results file, would answer 0 rows
+    as if the sweep had found nothing: say so in one line instead (exit 2), as ``sweep doctor`` does."""
+    from sweep.errors import QueryError
+    from sweep.results.schema import ALL_TABLES
+    from sweep.results.storage import is_remote
+
+    if is_remote(results):
+        if not results.exists():
+            raise QueryError(f"nothing under {results}; give the prefix a sweep wrote with --results")
+        if not any(results.files(table) for table in ALL_TABLES):
+            raise QueryError(f"no results files under {results}; give the prefix a sweep wrote with --results")
+        return
+    if not Path(results).is_dir():
+        raise QueryError(f"no results folder at {results}; give the one a sweep wrote with --results DIR")
+    if not any(next((Path(results) / table).glob("**/*.parquet"), None) for table in ALL_TABLES):
+        raise QueryError(
+            f"no results under {results} (no trials, epochs, kappa or spaces files): give the folder a sweep wrote "
+            "with --results DIR, or run a sweep into this one first"
+        )
 
 
 def cmd_import(args) -> int:
@@ -81,11 +105,13 @@ def cmd_compact(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from sweep.analysis.hints import space_name
     from sweep.analysis.report import write_report
 
     # The question comes from the results (the sweeps' `spaces` rows), not the space file: reading the file
     # would load the model and data registries (torch), and a space known only from imported rows has none.
-    out = args.out or Path("reports") / args.space
+
+    out = args.out or Path("reports") / space_name(args.space)  # a space file's path: its name is the file's stem
     index = write_report(args.space, args.results, out, tolerance=parse_tolerance(args.tolerance))
     print(f"report written: {index} and {index.with_name('index.html')} (interactive, works offline)")
     return 0

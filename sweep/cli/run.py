@@ -58,7 +58,31 @@ def load_plan(args, check_data=None, seeds: list[int] | None = None) -> Plan:
     return make_plan(name, space, profile, seeds or parse_seeds(getattr(args, "seeds", None)))
 
 
+def hints_of(args):
+    """The printed commands of this run (``sweep/analysis/hints.py``): the space as given, the profile given, the
+    results folder."""
+    from sweep.analysis.hints import Hints
+
+    return Hints.given(args.space, args.results, args.profile)
+
+
+def print_answer(args) -> None:
+    """The answer's headline in two or three lines and the command that writes the report: how every ``sweep run``
+    and ``sweep rerun`` ends (``sweep/analysis/report/answer.py``)."""
+    from sweep.analysis.report.answer import answer_lines
+
+    hints = hints_of(args)
+    for line in answer_lines(args.results, hints.name, hints):
+        print(f"[sweep] {line}", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
+    status = run_space(args)
+    print_answer(args)
+    return status
+
+
+def run_space(args) -> int:
     from sweep.results.storage import sweep_lock
     from sweep.run.rerun import describe, missing_pairs, recorded_pairs
     from sweep.space.validation import check_data
@@ -110,18 +134,18 @@ def run_search(plan: Plan, args) -> int:
             f"{record.trained} of them trained by this search (num_trials {search.num_trials})",
             file=sys.stderr,
         )
-    where = args.space + (f" --profile {plan.profile}" if plan.profile else "")
+    hints = hints_of(args)
     if len(record.outcomes) >= len(plan.configs):
         print(
             f"{prefix}: all {len(plan.configs)} configs it can suggest are recorded at seed {record.seed}; "
-            f"nothing left to train (more seeds of them: `sweep rerun {where} --seeds N`)",
+            f"nothing left to train (more seeds of them: `{hints.rerun('--seeds N')}`)",
             file=sys.stderr,
         )
         return 0
     if trials < 1:
         print(
             f"{prefix}: its budget is spent ({record.trained} of num_trials {search.num_trials} trained); "
-            f"`sweep run {where} --trials N` trains N more",
+            f"`{hints.run('--trials N')}` trains N more",
             file=sys.stderr,
         )
         return 0
@@ -129,6 +153,13 @@ def run_search(plan: Plan, args) -> int:
 
 
 def cmd_rerun(args) -> int:
+    status = rerun_space(args)
+    if not args.dry_run:
+        print_answer(args)
+    return status
+
+
+def rerun_space(args) -> int:
     from sweep.results.storage import sweep_lock
     from sweep.run.rerun import describe, missing_pairs, recorded_pairs, select_configs
     from sweep.space.model import GridSearch, Scheduler
@@ -237,10 +268,8 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
         print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
     if outcome.device_hours is not None:
         print(f"[sweep] {outcome.device_hours.words()}", file=sys.stderr)
-    print(
-        f"[sweep] query them: sweep sql \"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'\"",
-        file=sys.stderr,
-    )
+    query = f"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'"
+    print(f"[sweep] query them: {hints_of(args).sql(query)}", file=sys.stderr)
     compact_after_sweep(args.results, plan.space_name)
     return 0
 

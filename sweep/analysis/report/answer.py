@@ -4,6 +4,7 @@ depth and along head_dim, one sentence per group."""
 
 from __future__ import annotations
 
+from sweep.analysis.hints import Hints
 from sweep.analysis.report.data import ReportData
 from sweep.metrics import Headline, direction_words, format_delta, format_score
 from sweep.text import heads_per_kv_head, heads_words, kv_words, plural, shape_words
@@ -101,8 +102,7 @@ def head_dim_sentences(edges: list[dict], verdicts: list[dict]) -> list[str]:
 def answer_paragraph(
     headline: Headline,
     verdicts: list[dict],
-    space: str,
-    profile: str | None = None,
+    hints: Hints,
     unlearned: list[dict] | None = None,
 ) -> str:
     """The report's first paragraph, one a reader can quote: how many configs hold and break with
@@ -110,7 +110,7 @@ def answer_paragraph(
     seed), the leanest config that holds and the depths at which every config breaks, each with its Δ and
     95% interval; a baseline or config at chance and a seed that failed to learn while its siblings did
     (``unlearned``: rows of ``unlearned_seeds``); what is still open and the rerun the adaptive rule
-    expects to settle it."""
+    expects to settle it, or why more seeds will not (``hints``: the commands it prints)."""
     if not verdicts:
         return (
             "No verdicts: the results hold no baseline row for this space, so nothing can be judged against it. "
@@ -127,14 +127,9 @@ def answer_paragraph(
         f"{headline.tolerance} {headline.unit}), {len(holds)} hold and {len(breaks)} break with 95% confidence; "
         f"{len(open_)} {'is' if len(open_) == 1 else 'are'} open{on_one}."
     ]
-    sentences += chance_sentences(verdicts, unlearned or [], headline)
+    sentences += chance_sentences(verdicts, unlearned or [], headline, hints)
     if holds:
-        lean = min(holds, key=lambda v: (v["params"] or 0, v["depth"]))
-        change = lean["delta_params_pct"] or 0.0
-        size = f"{abs(change):.0f}% {'fewer' if change < 0 else 'more'} parameters than the baseline"
-        if abs(change) < 0.5:
-            size = "as many parameters as the baseline"
-        sentences.append(f"The leanest that holds is {shape_words(lean)}: {describe_verdict(lean)}, with {size}.")
+        sentences.append(f"The leanest that holds is {leanest_words(holds)}.")
     for depth in sorted({v["depth"] for v in breaks}):
         at_depth = [v for v in judged if v["depth"] == depth]
         if all(v in breaks for v in at_depth):
@@ -146,11 +141,22 @@ def answer_paragraph(
                 f"Every config with {plural(depth, 'block')} breaks, whatever its heads "
                 f"({len(at_depth)} tried; Δ {span})."
             )
-    sentences += rerun_sentences(verdicts, space, profile)
+    sentences += rerun_sentences(verdicts, hints)
     return " ".join(sentences) + "\n"
 
 
-def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Headline) -> list[str]:
+def leanest_words(holds: list[dict]) -> str:
+    """``2 blocks × 16 heads of 4: holds (Δ +0.0, 95% CI -0.4…+0.5), with 45% fewer parameters than the
+    baseline``: the config of fewest parameters among ``holds`` (then the shallowest)."""
+    lean = min(holds, key=lambda v: (v["params"] or 0, v["depth"]))
+    change = lean["delta_params_pct"] or 0.0
+    size = f"{abs(change):.0f}% {'fewer' if change < 0 else 'more'} parameters than the baseline"
+    if abs(change) < 0.5:
+        size = "as many parameters as the baseline"
+    return f"{shape_words(lean)}: {describe_verdict(lean)}, with {size}"
+
+
+def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Headline, hints: Hints) -> list[str]:
     """What did not learn: a baseline at chance (no verdict rests on it), configs at chance, and seeds at
     chance whose siblings learned (``vs_baseline.at_chance`` and friends, ``unlearned_seeds``)."""
     name, sentences = headline.name, []
@@ -179,35 +185,71 @@ def chance_sentences(verdicts: list[dict], unlearned: list[dict], headline: Head
             f"{'A seed' if len(unlearned) == 1 else f'{len(unlearned)} seeds'} failed to learn while "
             f"{'its siblings' if len(unlearned) == 1 else 'their siblings'} did: {shown}. Each stays in its "
             "config's mean and widens its interval: a shape that learns only on some seeds is part of the answer "
-            '(`sweep sql "FROM unlearned_seeds"`).'
+            f"(`{hints.sql('FROM unlearned_seeds')}`)."
         )
     return sentences
 
 
-def rerun_sentences(verdicts: list[dict], space: str, profile: str | None) -> list[str]:
-    """The rerun that settles what is open: the budget the adaptive rule (``sweep/analysis/adaptive.py``) is expected
-    to need, and which open verdicts it does not expect to settle."""
+def rerun_sentences(verdicts: list[dict], hints: Hints) -> list[str]:
+    """The rerun that settles what is open: the budget the adaptive rule (``sweep/analysis/adaptive.py``) is
+    expected to need; and for the open verdicts it does not expect to settle within its seeds, the true reason
+    of each (a seed at chance, a wide spread, Δ on the tolerance bound) and what would settle them instead."""
     from sweep.analysis.adaptive import MAX_EXPECTED_SEEDS, expected_trials
 
     expected = expected_trials(verdicts)
     if not expected.open:
         return []
-    command = f"`make rerun SPACE={space}{f' PROFILE={profile}' if profile else ''} SELECT=inconclusive"
-    if not expected.settles:
-        return [
-            f"No open verdict is expected to settle within {MAX_EXPECTED_SEEDS} seeds a config: each Δ sits on the "
-            "tolerance bound, at its present spread."
-        ]
-    text = (
-        f"More seeds where verdicts are open: {command} BUDGET={expected.trials}` is expected to settle "
-        f"{expected.settles} of {expected.open} (the adaptive rule run on today's means and spreads)"
-    )
-    if expected.unsettled:
-        text += (
-            f"; {len(expected.unsettled)} would need more than {MAX_EXPECTED_SEEDS} seeds each, their Δ "
-            "that close to the tolerance bound"
+    sentences = []
+    if expected.settles:
+        command = hints.rerun(f"--select inconclusive --budget {expected.trials}")
+        sentences.append(
+            f"More seeds where verdicts are open: `{command}`{hints.unknown_note()} is expected to settle "
+            f"{expected.settles} of {expected.open} (the adaptive rule run on today's means and spreads)."
         )
-    return [text + "."]
+    if expected.unsettled:
+        some = "The other" if expected.settles else "No open verdict is expected to settle within"
+        count = f" {plural(len(expected.unsettled), 'open verdict')} would need" if expected.settles else ""
+        lead = (
+            f"{some}{count} more than {MAX_EXPECTED_SEEDS} seeds a config, so a rerun of more seeds is not "
+            "what settles them"
+            if expected.settles
+            else f"{some} {MAX_EXPECTED_SEEDS} seeds a config, so no rerun of more seeds is suggested"
+        )
+        by_id = {v["config_id"]: v for v in verdicts}
+        sentences.append(lead + ": " + "; ".join(unsettled_reasons(expected, by_id, hints)) + ".")
+    return sentences
+
+
+def unsettled_reasons(expected, by_id: dict[str, dict], hints: Hints) -> list[str]:
+    """One clause per reason an open verdict will not settle with more seeds: its configs (Δ and interval),
+    why, and what would settle them."""
+    from sweep.analysis.adaptive import SEED_AT_CHANCE, WIDE_SPREAD
+
+    groups: dict[str, list[dict]] = {}
+    for config_id, why in zip(expected.unsettled, expected.why, strict=True):
+        groups.setdefault(why, []).append(by_id[config_id])
+    clauses = []
+    for why, rows in groups.items():
+        shown = "; ".join(f"{shape_words(r)}, {describe_verdict(r)}," for r in rows).rstrip(",")
+        if why == SEED_AT_CHANCE:
+            clauses.append(
+                f"{shown} {'is' if len(rows) == 1 else 'are'} wide because a seed did not learn (at chance) while "
+                "its siblings did, not because Δ sits on the tolerance bound; what settles it is a training "
+                "budget at which every seed learns (more epochs or steps, a profile that trains longer), or "
+                f"reading how often it learns (`{hints.sql('FROM unlearned_seeds')}`)"
+            )
+        elif why == WIDE_SPREAD:
+            clauses.append(
+                f"{shown}: its seeds spread far wider than the space's other configs (at their spread it would "
+                "settle), not Δ on the bound; seeds that agree settle it (a steadier recipe: a lower learning "
+                "rate, a longer warm-up)"
+            )
+        else:
+            clauses.append(
+                f"{shown}: Δ sits on the tolerance bound at its spread; only many more seeds settle it, and the "
+                "verdict at the margin you care about (`--tolerance`) may be the better question"
+            )
+    return clauses
 
 
 def verdict_rule(headline: Headline, trials: int) -> str:
@@ -226,7 +268,7 @@ def verdict_rule(headline: Headline, trials: int) -> str:
 
 def answer_section(space: str, headline: Headline, data: ReportData) -> list[str]:
     """The answer in words, how it was judged, the baseline, and the count of each verdict."""
-    parts = ["## The answer\n", answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)]
+    parts = ["## The answer\n", answer_paragraph(headline, data.verdicts, data.hints, data.unlearned)]
     parts.append(verdict_rule(headline, data.trials))
     baseline = next((c for c in data.configs if c["is_baseline"]), None)
     if baseline:
@@ -254,3 +296,37 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
     if data.verdicts:
         parts.append(f"\n![Δ{headline.name} heatmap](delta_heatmap.png)\n")
     return parts
+
+
+def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:
+    """The answer's headline in two or three lines, for the end of ``sweep run`` and ``sweep rerun``: how many
+    configs hold, break and are open, the leanest that holds, and the command that writes the report. Nothing
+    when the space has no trials recorded."""
+    from sweep.analysis.report.data import count_trials
+    from sweep.analysis.report.headline import find_headline
+    from sweep.analysis.sql import connect
+    from sweep.markdown import query
+
+    con = connect(results_dir)
+    if count_trials(con, space) == 0:
+        return []
+    headline = find_headline(con, space)
+    verdicts = query(con, "FROM vs_baseline WHERE space = ? AND metric = ?", space, headline.name)
+    judged = [v for v in verdicts if not v["is_baseline"]]
+    count = {v: sum(r["verdict"] == v for r in judged) for v in ("holds", "breaks", "inconclusive")}
+    single = sum(r["evidence"] == "single seed" for r in judged)
+    on_one = f" ({single} of them on a single seed)" if single else ""
+    if not verdicts:
+        lines = [f"answer: no verdicts: the results hold no baseline row for {space}, so nothing is judged"]
+    else:
+        lines = [
+            f"answer on {headline.label} (tolerance {headline.tolerance} {headline.unit}): of "
+            f"{plural(len(judged), 'config')} against the baseline, {count['holds']} hold, {count['breaks']} break "
+            f"and {count['inconclusive']} {'is' if count['inconclusive'] == 1 else 'are'} open{on_one}"
+        ]
+        holds = [v for v in judged if v["verdict"] == "holds"]
+        lines.append(
+            f"the leanest that holds: {leanest_words(holds)}" if holds else "no config holds with 95% confidence yet"
+        )
+    lines.append(f"the report (why, edges, tables, figures): {hints.report()}")
+    return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sweep.analysis.hints import Hints
 from sweep.markdown import query
 from sweep.metrics import Headline
 
@@ -39,6 +40,8 @@ class ReportData:
     tokens_per_sample: list[int]  # the distinct num_tokens its trials recorded
     data_wait_fractions: list[float]  # each trial's, where recorded
     device_s: list[float | None]  # each trial's device-seconds (trials.device_s), None where not recorded
+    # the commands the report prints, with the results location, the space's name or file and the profile
+    hints: Hints | None = None
 
 
 def count_trials(con, space: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sweep.analysis.hints import Hints, space_name
 from sweep.analysis.report.answer import answer_paragraph, answer_section, edges_section
 from sweep.analysis.report.data import ReportData, count_trials, gather, recorded_question
 from sweep.analysis.report.figures import draw_figures
@@ -39,23 +40,28 @@ def write_report(
     space: str, results_dir: Path, out_dir: Path, question: str | None = None, tolerance: float | None = None
 ) -> Path:
     """Write the report folder for ``space`` (index.md, index.html and the PNGs); returns the path of index.md.
-    ``question``: None takes the one its latest sweep recorded (``space_settings``). ``tolerance``: judge
-    every verdict at this tolerance (the metric's units) instead of the space's own."""
+    ``space``: a name as the results record it, or the path of the space's file (its name is the file's stem;
+    the commands the report prints then name the file). ``question``: None takes the one its latest sweep
+    recorded (``space_settings``). ``tolerance``: judge every verdict at this tolerance (the metric's units)
+    instead of the space's own."""
+    given, space = space, space_name(space)
     con = connect(results_dir, tolerance=tolerance)
     trials = count_trials(con, space)
     if trials == 0:
-        raise UsageError(f"no trials of space {space!r} under {results_dir}; run `sweep run {space}` first")
+        first = Hints.given(given, results_dir).run()
+        raise UsageError(f"no trials of space {space!r} under {results_dir}; run `{first}` first")
     if question is None:
         question = recorded_question(con, space)
     headline = find_headline(con, space)
     data = gather(con, space, headline, trials)
+    data.hints = Hints.given(given, results_dir, data.profile)
     training = kappa_over_training(data.kappa_epochs, data.configs)
     out_dir.mkdir(parents=True, exist_ok=True)
     draw_figures(data, training, out_dir, headline)
     extra = "".join(topic_sections(con, headline, data, training))
     index = out_dir / "index.md"
-    index.write_text(render_markdown(space, question, headline, data, extra=extra))
-    answer = answer_paragraph(headline, data.verdicts, space, data.profile, data.unlearned)  # as index.md's
+    index.write_text(data.hints.carry(render_markdown(space, question, headline, data, extra=extra)))
+    answer = data.hints.carry(answer_paragraph(headline, data.verdicts, data.hints, data.unlearned))  # as index.md's
     write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
 

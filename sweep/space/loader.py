@@ -39,28 +39,34 @@ def package_spaces_dir() -> Path:
 def spaces_dirs() -> list[Path]:
     """Folders searched for a space given by name, first match wins.
 
-    ``$SWEEP_SPACES_DIR`` alone when it is set (a folder that replaces the shipped spaces); otherwise a
-    ``search_spaces/`` folder in the working directory (a user's own spaces, which shadow shipped ones of
-    the same name), then the shipped spaces. In a checkout both are the same folder, listed once.
+    A personal folder first, then the shipped spaces: ``$SWEEP_SPACES_DIR`` when it is set (it takes the
+    place of the working directory's folder), otherwise a ``search_spaces/`` folder in the working directory.
+    A personal space shadows a shipped one of the same name (``sweep spaces`` says so) and may extend any
+    shipped space, that one included. In a checkout both are the same folder, listed once.
     """
     override = os.environ.get(SPACES_DIR_ENV)
-    if override:
-        return [Path(override)]
+    personal = Path(override) if override else Path.cwd() / "search_spaces"
     folders: list[Path] = []
-    for folder in (Path.cwd() / "search_spaces", package_spaces_dir()):
+    for folder in (personal, package_spaces_dir()):
         if folder.is_dir() and all(folder.resolve() != seen.resolve() for seen in folders):
             folders.append(folder)
     return folders
 
 
+def space_files() -> dict[str, list[Path]]:
+    """Every space file by name, sorted by name: ``{name: [path, …]}`` in :func:`spaces_dirs` order, so the
+    first is the one a name finds and the others are the ones it shadows."""
+    found: dict[str, list[Path]] = {}
+    for folder in spaces_dirs():
+        for path in sorted(folder.glob("*.yaml")):
+            found.setdefault(path.stem, []).append(path)
+    return dict(sorted(found.items()))
+
+
 def shipped_spaces() -> dict[str, Path]:
     """Every space that can be named: ``{name: path}``, sorted by name, the first folder of
     :func:`spaces_dirs` winning where two hold the same name."""
-    found: dict[str, Path] = {}
-    for folder in spaces_dirs():
-        for path in sorted(folder.glob("*.yaml")):
-            found.setdefault(path.stem, path)
-    return dict(sorted(found.items()))
+    return {name: paths[0] for name, paths in space_files().items()}
 
 
 def find_space(name_or_path: str) -> Path:
@@ -84,17 +90,34 @@ def read_yaml(path: Path) -> dict:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        issue = ConfigIssue(str(path), f"byte {exc.start}", "not UTF-8 text", MISSING, "save the file as UTF-8")
+        rule, fix = "not UTF-8 text", "save the file as UTF-8"
+        issue = ConfigIssue(display_path(path), f"byte {exc.start}", rule, MISSING, fix)
         raise SpaceError([issue]) from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpaceError([ConfigIssue(str(path), where, f"not valid YAML: {exc}", MISSING, "fix the syntax")]) from exc
+        where, rule, fix = yaml_problem(exc)
+        raise SpaceError([ConfigIssue(display_path(path), where, rule, MISSING, fix)]) from exc
     if not isinstance(raw, dict):
         raise SpaceError(
-            [ConfigIssue(str(path), "", "a space must be a mapping of keys", raw, "see search_spaces/*.yaml")]
+            [ConfigIssue(display_path(path), "", "a space must be a mapping of keys", raw, "see search_spaces/*.yaml")]
         )
     return raw
+
+
+def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str, str]:
+    """PyYAML's multi-line report as (where, rule, fix), one line: ``line 3, column 1``, ``a tab``, ``use
+    spaces``. Lines and columns count from 1, as editors do."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    if "'\\t'" in problem:
+        return where, "a tab", "use spaces to indent (YAML does not allow tabs)"
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    opened = f" ({context} opened at line {context_mark.line + 1})" if context and context_mark else ""
+    rule = f"not valid YAML: {problem}{opened}"
+    if problem == "mapping values are not allowed here":
+        return where, rule, "indent a key under its parent, or quote a value that holds ': '"
+    return where, rule, "fix the syntax at that place"
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -146,7 +169,7 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
         raise SpaceError([ConfigIssue(file, "extends", rule, raw["extends"], fix)])
     merged: dict = {}
     for name in names:
-        recipe = find_recipe(name, path, file)
+        recipe = find_recipe(name, path, file, chain)
         if recipe.resolve() in (p.resolve() for p in (*chain, path)):
             loop = " → ".join(p.stem for p in (*chain, path, recipe))
             raise SpaceError([ConfigIssue(file, "extends", f"recipes extend each other in a loop ({loop})", name, "")])
@@ -154,7 +177,7 @@ def with_recipes(raw: dict, path: Path, chain: tuple[Path, ...] = ()) -> dict:
     return deep_merge(merged, {key: value for key, value in raw.items() if key != "extends"})
 
 
-def find_recipe(name: str, path: Path, file: str) -> Path:
+def find_recipe(name: str, path: Path, file: str, chain: tuple[Path, ...] = ()) -> Path:
     """A recipe by name (``recipes/NAME.yaml`` beside the file, else under a spaces folder), else a whole
     space a user may start from (a shipped one, or one of ``./search_spaces/``): "local_digits with other axes"
     is ``extends: local_digits`` and the axes."""
@@ -163,9 +186,15 @@ def find_recipe(name: str, path: Path, file: str) -> Path:
     for folder in folders:
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"
-    spaces = shipped_spaces()
-    if name in spaces:
-        return spaces[name]
+    spaces = space_files()
+    # a personal space may extend the shipped one it shadows: the first file of that name other than itself
+    taken = {p.resolve() for p in (*chain, path)}
+    candidates = spaces.get(name, [])
+    for candidate in candidates:
+        if candidate.resolve() not in taken:
+            return candidate
+    if candidates:
+        return candidates[0]  # every one is in the chain: with_recipes reports the loop
     known = sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")})
     fix = did_you_mean(name, [*known, *spaces]) + (
         f"recipes: {', '.join(known) or 'none'} (in {RECIPES}/ beside the spaces), or any space `sweep spaces` lists"

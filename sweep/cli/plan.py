@@ -238,11 +238,11 @@ def cmd_spaces(args) -> int:
             continue
         print_space(name, path, raw, shadowed, why=args.name is not None)
     if args.name is None and not args.names:
-        from workers.models import FAMILIES
+        from workers.families import FAMILY_DESCRIPTIONS  # not the families' modules: no timm, no transformers
 
         print("\nmodel families (model.family):")
-        for family in FAMILIES.values():
-            print(f"  {family.name:6s} {family.description}")
+        for family, description in FAMILY_DESCRIPTIONS.items():
+            print(f"  {family:6s} {description}")
     if bad:
         print(f"error: {plural(len(bad), 'space file')} could not be read ({', '.join(bad)}); the others are listed; "
               f"`sweep validate {bad[0]}` shows every problem", file=sys.stderr)  # fmt: skip

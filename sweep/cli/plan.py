@@ -156,7 +156,8 @@ def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None
         )
     else:
         print(
-            f"optuna ({search.sampler}): {search.num_trials} trials drawn from these {len(rows)} configs, "
+            f"optuna ({search.sampler}): {plural(search.num_trials, 'trial')} drawn from these "
+            f"{plural(len(rows), 'config')}, "
             f"seed {plan.seeds[0]}, objectives " + ", ".join(f"{o.metric} {o.mode}" for o in search.objectives)
         )
     if removed:

@@ -210,8 +210,8 @@ def expectation_section(rows: list[dict]) -> str:
             f"{row['a_shape']} vs {row['b_shape']}, {row['expected']} by more than {row['tolerance']:g} "
             f"{row['metric']}"
             + (" either way" if row["expected"] == "no difference" else "")
-            + f"; found {row['found']}: {interval}, a {fmt(row['a_mean'])} over {row['n_a'] or 0} seeds, "
-            f"b {fmt(row['b_mean'])} over {row['n_b'] or 0}."
+            + f"; found {row['found']}: {interval}, a {fmt(row['a_mean'])} over {plural(row['n_a'] or 0, 'seed')}, "
+            f"b {fmt(row['b_mean'])} over {plural(row['n_b'] or 0, 'seed')}."
         )
     parts.append(
         "\nΔ is a's mean minus b's, signed so that positive means a is better, with its 95% Welch interval; "

@@ -1,0 +1,73 @@
+"""Polish (issue 38, point 11) through the CLI: ``--gpu`` takes a prefix only one known GPU starts with and
+lists the candidates of an ambiguous one; tiny memories and times scale their unit; ``sweep plan`` of an
+ImageNet space estimates GPU-hours from ImageNet-1k's known size; counts agree with their nouns. (The YAML
+syntax error's one line is tested with the personal spaces, tests/sweep/cli/test_personal_spaces.py.)"""
+
+import re
+
+import pytest
+
+from sweep.cli import main
+from sweep.text import duration_words, size_words
+from tests.helpers import trial_row, write_csv
+
+
+def plan_out(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_gpu_prefix_names_the_one_gpu_it_starts_and_lists_an_ambiguous_one(capsys):
+    code, out, _ = plan_out(capsys, "local_digits", "--profile", "quick", "--gpu", "h100")
+    assert code == 0 and "estimate on h100-80gb at MFU" in out
+    code, _, err = plan_out(capsys, "local_digits", "--profile", "quick", "--gpu", "a100")
+    assert code == 2 and err.strip() == "error: GPU 'a100' could be a100-80gb or a100-40gb: give the whole name"
+    code, _, err = plan_out(capsys, "local_digits", "--profile", "quick", "--gpu", "v100")
+    assert code == 2 and "unknown GPU 'v100': known are h100-80gb" in err
+
+
+def test_tiny_memories_and_times_scale_their_unit(capsys):
+    code, out, _ = plan_out(capsys, "local_digits", "--profile", "quick", "--gpu", "h100-80gb")
+    assert code == 0
+    assert "GiB" not in out.split("estimate on")[0] and " h " not in out and "e-0" not in out.split("GPU-hours")[1]
+    assert re.search(r"\d MiB +yes +[\d.]+ (µs|ms|s) ", out)
+    assert re.search(r"GPU-hours \(= [\d.]+ (µs|ms|s) of GPU time\)", out)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (512, "512 B"),
+        (3500, "3.42 KiB"),
+        (12.5 * 2**20, "12.5 MiB"),
+        (1.5 * 2**30, "1.5 GiB"),
+        (300 * 2**30, "300 GiB"),
+    ],
+)
+def test_size_words(value, words):
+    assert size_words(value) == words
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [(5.07e-09 * 3600, "18.3 µs"), (0.0123, "12.3 ms"), (4.5, "4.5 s"), (720, "12 min"), (3.25 * 3600, "3.25 h")],
+)
+def test_duration_words(seconds, words):
+    assert duration_words(seconds) == words
+
+
+def test_an_imagenet_space_is_estimated_from_imagenet_1k_size(capsys):
+    code, out, _ = plan_out(capsys, "vit_b_fixed_mlp", "--gpu", "h100")
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("estimate on h100-80gb"))
+    assert "GPU-hours unknown" not in line and re.search(r"training steps only: [\d,.]+ GPU-hours", line)
+    code, with_size, _ = plan_out(capsys, "vit_b_fixed_mlp", "--gpu", "h100", "--train-samples", "1281167")
+    assert next(x for x in with_size.splitlines() if x.startswith("estimate on")) == line
+
+
+def test_one_import_problem_is_one_problem(tmp_path, capsys):
+    path = write_csv(tmp_path / "one.csv", [trial_row("kx", 1, 1, 0, 50.0, status="ok") | {"seed": -1}])
+    assert main(["import", str(path), "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert "(1 problem)" in err and "1 problems" not in err

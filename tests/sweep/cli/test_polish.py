@@ -71,3 +71,24 @@ def test_one_import_problem_is_one_problem(tmp_path, capsys):
     assert main(["import", str(path), "--results", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err
     assert "(1 problem)" in err and "1 problems" not in err
+
+
+def test_report_captions_the_pareto_table_and_says_each_kappa_line_once(tmp_path, capsys):
+    """One width (d_model 64): the across-widths ρ is the fixed-width one, printed once; the Pareto table has
+    its caption."""
+    from tests.helpers import PLANTED_MEANS, planted_rows
+
+    results, out = tmp_path / "results", tmp_path / "report"
+    assert main(["import", str(write_csv(tmp_path / "r.csv", planted_rows("px", PLANTED_MEANS, 0.2))),
+                 "--results", str(results)]) == 0  # fmt: skip
+    assert main(["report", "px", "--results", str(results), "--out", str(out)]) == 0
+    capsys.readouterr()
+    text = (out / "index.md").read_text()
+    kappa = text[text.index("## Does κ track the metric?") :].split("\n## ")[0]
+    assert [line for line in kappa.splitlines() if line.startswith("- ")] == [
+        "- vit, at fixed width (d_model 64, attention 64, MLP 128): Spearman ρ between final κ and top-1 = +0.25 "
+        "(95% bootstrap -0.55…+0.80), 12 configs."
+    ]
+    pareto = text[text.index("![Pareto](pareto.png)") :]
+    assert pareto.split("\n\n")[1].startswith("Grey points: every finished config, top-1 (mean over seeds")
+    assert "the 2 configs of the Pareto front" in pareto

@@ -92,3 +92,33 @@ def test_report_captions_the_pareto_table_and_says_each_kappa_line_once(tmp_path
     pareto = text[text.index("![Pareto](pareto.png)") :]
     assert pareto.split("\n\n")[1].startswith("Grey points: every finished config, top-1 (mean over seeds")
     assert "the 2 configs of the Pareto front" in pareto
+
+
+def test_html_heatmap_washes_out_inconclusive_cells_and_one_epoch_kappa_says_so(tmp_path, capsys):
+    """Through ``sweep report``: each inconclusive cell (and only those) is covered by a pale dotted rectangle,
+    as the PNG hatches them; κ recorded at one epoch only gives a note, not dots on an empty axis."""
+    import pyarrow.parquet as pq
+
+    from sweep.results.schema import table_from_rows
+    from tests.sweep.analysis.report.test_html import epoch_rows, figure_json, planted_rows
+
+    rows = planted_rows()
+    rows += [trial_row("plant", 4, 64, 3, 70.0) | {"trial_id": "plant-d4-h64-s3"}]  # 4 × 64: now unclear
+    results, out = tmp_path / "results", tmp_path / "report"
+    assert main(["import", str(write_csv(tmp_path / "p.csv", rows)), "--results", str(results)]) == 0
+    epochs = results / "epochs" / "plant" / "planted" / "epochs.parquet"
+    epochs.parent.mkdir(parents=True)
+    pq.write_table(table_from_rows("epochs", [e for e in epoch_rows(rows) if e["epoch"] == 1]), epochs)
+    assert main(["report", "plant", "--results", str(results), "--out", str(out)]) == 0
+    assert main(["sql", "SELECT depth, num_heads FROM vs_baseline WHERE verdict = 'inconclusive' ORDER BY 1, 2",
+                 "--results", str(results), "--format", "csv"]) == 0  # fmt: skip
+    inconclusive = {tuple(map(int, line.split(","))) for line in capsys.readouterr().out.splitlines()[-20:]
+                    if re.fullmatch(r"\d+,\d+", line)}  # fmt: skip
+    assert (4, 64) in inconclusive
+    page = (out / "index.html").read_text(encoding="utf-8")
+    (heatmap,), layout = figure_json(page, "delta-heatmap")
+    washed = {(heatmap["y"][round(s["y0"] + 0.5)], heatmap["x"][round(s["x0"] + 0.5)]) for s in layout["shapes"]}
+    assert washed == {(str(d), f"{h}×{64 // h}") for d, h in inconclusive}
+    assert all(s["fillcolor"] == "rgba(255, 255, 255, 0.6)" and s["line"]["dash"] == "dot" for s in layout["shapes"])
+    kappa, kappa_layout = figure_json(page, "kappa-training")
+    assert kappa == [] and kappa_layout["annotations"][0]["text"].startswith("κ was probed at one epoch only")

@@ -1,7 +1,7 @@
 """Polish (issue 38, point 11) through the CLI: ``--gpu`` takes a prefix only one known GPU starts with and
 lists the candidates of an ambiguous one; tiny memories and times scale their unit; ``sweep plan`` of an
 ImageNet space estimates GPU-hours from ImageNet-1k's known size; counts agree with their nouns. (The YAML
-syntax error's one line is tested with the personal spaces, tests/sweep/cli/test_personal_spaces.py.)"""
+syntax error's one line is tested with the personal spaces, tests/sweep/cli/test_cli_personal_spaces.py.)"""
 
 import re
 

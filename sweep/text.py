@@ -39,6 +39,26 @@ def human(count: int) -> str:
     return str(count)
 
 
+def size_words(count_bytes: float) -> str:
+    """Bytes in the largest binary unit that keeps a figure ≥ 1: ``512 B``, ``3.4 KiB``, ``12.0 MiB``, ``1.50 GiB``
+    (three significant figures; never ``0.00 GiB`` for a small model)."""
+    value, unit = float(count_bytes), "B"
+    for larger in ("KiB", "MiB", "GiB"):
+        if abs(value) < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.0f} {unit}" if unit == "B" or abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+def duration_words(seconds: float) -> str:
+    """A duration in the unit that reads best: ``850 µs``, ``12.3 ms``, ``4.5 s``, ``12.0 min``, ``3.25 h`` (three
+    significant figures; never ``5.07e-09 h``)."""
+    for unit, scale, below in (("µs", 1e-6, 1e-3), ("ms", 1e-3, 1.0), ("s", 1.0, 60.0), ("min", 60.0, 3600.0)):
+        if abs(seconds) < below:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 3600:.3g} h"
+
+
 def format_value(value) -> str:
     """A value as a table cell: floats to 6 significant digits, times to the second, None as nothing."""
     if value is None:

@@ -1,6 +1,6 @@
 """The project as a package: a wheel carries the shipped spaces and the analysis views, so `sweep plan` and
 `sweep sql` work from any folder with no checkout in sight; the editable install finds them too; a user's
-own `search_spaces/` and `$SWEEP_SPACES_DIR` still take part in the lookup; the lock agrees with pyproject;
+own `search_spaces/` (or `$SWEEP_SPACES_DIR` in its place) joins the shipped spaces; the lock agrees with pyproject;
 the code needs no Python newer than the floor pyproject states."""
 
 import json
@@ -134,12 +134,18 @@ def test_own_spaces_in_the_working_folder_join_and_shadow_the_shipped(tmp_path, 
     assert len(spaces) == SHIPPED_COUNT + 1
 
 
-def test_spaces_dir_variable_replaces_the_lookup(tmp_path, monkeypatch):
-    folder = tmp_path / "team_spaces"
+def test_spaces_dir_variable_joins_the_shipped_spaces_in_place_of_the_working_folder(tmp_path, monkeypatch):
+    folder, own = tmp_path / "team_spaces", tmp_path / "search_spaces"
     folder.mkdir()
+    own.mkdir()
     (folder / "ours.yaml").write_text((REPO / "search_spaces" / "local_digits.yaml").read_text())
+    (own / "working.yaml").write_text((REPO / "search_spaces" / "local_digits.yaml").read_text())
     monkeypatch.setenv(SPACES_DIR_ENV, str(folder))
-    assert shipped_spaces() == {"ours": folder / "ours.yaml"}
+    monkeypatch.chdir(tmp_path)
+    spaces = shipped_spaces()
+    assert spaces["ours"] == folder / "ours.yaml" and "working" not in spaces
+    assert spaces["vit_b_fixed_mlp"] == REPO / "search_spaces" / "vit_b_fixed_mlp.yaml"
+    assert len(spaces) == SHIPPED_COUNT + 1
 
 
 def pins(text: str) -> dict[str, str]:

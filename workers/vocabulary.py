@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 # The four searched axes plus head_dim, which a space may fix or search: what makes one transformer shape.
+DEFAULT_DATA_SET = "digits"  # the data set of a `data:` block that names none (workers/data/registry.py)
 SHAPE_KEYS = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from sweep.text import plural
+from sweep.text import duration_words, plural, size_words
 
 if TYPE_CHECKING:
     from sweep.plan.plan import Plan
@@ -19,9 +19,9 @@ def estimate_cells(row: dict) -> dict:
         return {}
     time_s = row["est_train_s"]
     return {
-        "est_peak_mem_bytes": f"{row['est_peak_mem_bytes'] / 2**30:.2f} GiB",
+        "est_peak_mem_bytes": size_words(row["est_peak_mem_bytes"]),
         "fits": "yes" if row["fits"] else "NO",
-        "est_train_s": f"{time_s / 3600:.3g} h" if time_s is not None else "?",
+        "est_train_s": duration_words(time_s) if time_s is not None else "?",
     }
 
 
@@ -109,9 +109,9 @@ def print_not_fitting(plan: Plan, rows: list[dict], totals: dict) -> None:
     if not misfits:
         return
     print(f"WARNING: {plural(len(misfits), 'config')} predicted not to fit {totals['gpu']} "
-          f"({totals['gpu_memory_bytes'] / 2**30:.1f} GiB) at batch {plan.space.train.batch_size}:")  # fmt: skip
+          f"({size_words(totals['gpu_memory_bytes'])}) at batch {plan.space.train.batch_size}:")  # fmt: skip
     for row in misfits:
-        print(f"  {row['config_id']}: {row['est_peak_mem_bytes'] / 2**30:.1f} GiB")
+        print(f"  {row['config_id']}: {size_words(row['est_peak_mem_bytes'])}")
 
 
 def amount(value: float) -> str:
@@ -124,7 +124,8 @@ def print_estimate_totals(plan: Plan, totals: dict) -> None:
     hours, cost = totals["gpu_hours"], totals["cost"]
     priced = f", {amount(cost)} at {totals['price_per_gpu_hour']:g} per GPU-hour" if cost is not None else ""
     unknown = "GPU-hours unknown: the training split's size is not known before reading it (give --train-samples N)"
-    spent = f"{amount(hours)} GPU-hours{priced}" if hours is not None else unknown
+    tiny = f" (= {duration_words(hours * 3600)} of GPU time)" if hours is not None and hours < 0.01 else ""
+    spent = f"{amount(hours)} GPU-hours{priced}{tiny}" if hours is not None else unknown
     print(f"estimate on {totals['gpu']} at MFU {totals['mfu']:.3f} ({totals['mfu_source']}), training steps only: "
           f"{spent}; peak memory at batch {plan.space.train.batch_size} (sweep/plan/estimate.py)")  # fmt: skip
 

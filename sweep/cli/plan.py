@@ -188,7 +188,8 @@ def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None
         )
     else:
         print(
-            f"optuna ({search.sampler}): {search.num_trials} trials drawn from these {len(rows)} configs, "
+            f"optuna ({search.sampler}): {plural(search.num_trials, 'trial')} drawn from these "
+            f"{plural(len(rows), 'config')}, "
             f"seed {plan.seeds[0]}, objectives " + ", ".join(f"{o.metric} {o.mode}" for o in search.objectives)
         )
     if removed:
@@ -245,42 +246,85 @@ def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:
 def cmd_spaces(args) -> int:
     """Every space with its question and each profile's description (what it runs, where, how long: the
     YAML's ``profiles.NAME.description``, the one place those words live); ``sweep spaces NAME``: one space,
-    with its ``why:`` too; ``--names``: only the names (with ``--profile P``, of the spaces defining P)."""
-    from sweep.space.loader import display_path, read_yaml, shipped_spaces, with_recipes
-    from workers.models import FAMILIES
+    with its ``why:`` too; ``--names``: only the names (with ``--profile P``, of the spaces defining P).
 
-    if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
-        for name, path in shipped_spaces().items():
-            if args.profile is None or args.profile in (with_recipes(read_yaml(path), path).get("profiles") or {}):
-                print(name)
-        return 0
-    spaces = shipped_spaces()
+    A personal space that shadows another of the same name says so. A file that cannot be read as a space
+    (bad YAML, an ``extends:`` that names nothing) is listed with its first problem, the others as usual,
+    and the command ends with one line naming the bad files and exit code 2."""
+    from sweep.space.loader import find_space, space_files
+
+    files = space_files()
     if args.name is not None:
-        from sweep.space.loader import find_space
-
         path = find_space(args.name)
-        spaces = {path.stem: path}
-    for name, path in spaces.items():
-        raw = with_recipes(read_yaml(path), path)
-        print(f"{name}  ({display_path(path)})")
-        print(textwrap.fill(" ".join(str(raw.get("question", "")).split()), 110, initial_indent="    ",
-                            subsequent_indent="    "))  # fmt: skip
-        if args.name is not None and raw.get("why"):
-            print(textwrap.fill("why: " + " ".join(str(raw["why"]).split()), 110, initial_indent="    ",
-                                subsequent_indent="    "))  # fmt: skip
-        profiles = raw.get("profiles") or {}
-        default = raw.get("default_profile")
-        print(f"    profiles{f' (default: {default})' if default else ''}:" if profiles else "    profiles: none")
-        for profile, body in profiles.items():
-            description = " ".join(str((body or {}).get("description") or "(no description)").split())
-            print(
-                textwrap.fill(f"{profile}: {description}", 110, initial_indent="      ", subsequent_indent="        ")
-            )
-    if args.name is None:
+        files = {path.stem: [path, *[p for p in files.get(path.stem, []) if p != path]]}
+    bad: list[str] = []
+    for name, (path, *shadowed) in files.items():
+        raw, problem = space_raw(path)
+        if raw is None:
+            bad.append(display_path_of(path))
+            if not args.names:
+                print(f"{name}  ({display_path_of(path)})\n    not a valid space: {problem}")
+            continue
+        if args.names:  # for scripts: `for space in $(sweep spaces --names --profile smoke)`
+            if args.profile is None or args.profile in (raw.get("profiles") or {}):
+                print(name)
+            continue
+        print_space(name, path, raw, shadowed, why=args.name is not None)
+    if args.name is None and not args.names:
+        from workers.families import FAMILY_DESCRIPTIONS  # not the families' modules: no timm, no transformers
+
         print("\nmodel families (model.family):")
-        for family in FAMILIES.values():
-            print(f"  {family.name:6s} {family.description}")
+        for family, description in FAMILY_DESCRIPTIONS.items():
+            print(f"  {family:6s} {description}")
+    if bad:
+        print(f"error: {plural(len(bad), 'space file')} could not be read ({', '.join(bad)}); the others are listed; "
+              f"`sweep validate {bad[0]}` shows every problem", file=sys.stderr)  # fmt: skip
+        return 2
     return 0
+
+
+def display_path_of(path: Path) -> str:
+    from sweep.space.loader import display_path
+
+    return display_path(path)
+
+
+def space_raw(path: Path) -> tuple[dict | None, str]:
+    """The space file's keys with its recipes laid under them, or None and the first problem in one line."""
+    from sweep.errors import SpaceError
+    from sweep.space.loader import read_yaml, with_recipes
+
+    try:
+        raw = with_recipes(read_yaml(path), path)
+    except SpaceError as exc:
+        first = exc.issues[0] if exc.issues else None
+        return None, str(first).strip() if first else str(exc)
+    if not isinstance(raw.get("profiles") or {}, dict):
+        return None, f"{display_path_of(path)}: profiles: must be a mapping of profile names"
+    return raw, ""
+
+
+def print_space(name: str, path: Path, raw: dict, shadowed: list[Path], why: bool) -> None:
+    """One space: name and file, what it shadows, its question (and ``why:``), and its profiles."""
+    from sweep.space.loader import package_spaces_dir
+
+    print(f"{name}  ({display_path_of(path)})")
+    shipped = package_spaces_dir().resolve()
+    for other in shadowed:
+        whose = "the shipped space" if other.resolve().parent == shipped else "the space"
+        print(f"    shadows {whose} {name} ({display_path_of(other)}); `extends: {name}` starts from it")
+    print(textwrap.fill(" ".join(str(raw.get("question", "")).split()), 110, initial_indent="    ",
+                        subsequent_indent="    "))  # fmt: skip
+    if why and raw.get("why"):
+        print(textwrap.fill("why: " + " ".join(str(raw["why"]).split()), 110, initial_indent="    ",
+                            subsequent_indent="    "))  # fmt: skip
+    profiles = raw.get("profiles") or {}
+    default = raw.get("default_profile")
+    print(f"    profiles{f' (default: {default})' if default else ''}:" if profiles else "    profiles: none")
+    for profile, body in profiles.items():
+        body = body if isinstance(body, dict) else {}
+        description = " ".join(str(body.get("description") or "(no description)").split())
+        print(textwrap.fill(f"{profile}: {description}", 110, initial_indent="      ", subsequent_indent="        "))
 
 
 def cmd_validate(args) -> int:

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from sweep.errors import SweepError, UsageError
+from sweep.text import plural
 
 if TYPE_CHECKING:
     from sweep.plan.plan import Plan
@@ -296,7 +297,8 @@ def describe_study(study, num_trials: int) -> str:
     """What an Optuna search's study holds after a run, by where each trial came from."""
     text = (
         f"its study holds {len(study.study.trials)} trials: {study.from_record} from the record, {study.trained} "
-        f"trained now, {study.answered} suggestions of pairs already recorded or trained, answered from the record"
+        f"trained now, {plural(study.answered, 'suggestion')} of pairs already recorded or trained, answered from the "
+        "record"
     )
     if study.exhausted and study.trained < num_trials:
         text += f"; stopped after {study.trained} of {num_trials}: every config it can suggest is recorded"

@@ -80,14 +80,18 @@ GPUS: dict[str, Gpu] = {
 
 
 def gpu_named(name: str) -> Gpu:
-    """The table's GPU of that name; a one-line error listing the known names otherwise."""
-    try:
-        return GPUS[name.lower()]
-    except KeyError:
-        known = ", ".join(GPUS)
-        raise ValueError(
-            f"unknown GPU {name!r}: known are {known}; or give --gpu-memory-gib and --gpu-tflops"
-        ) from None
+    """The table's GPU of that name, or the one GPU whose name starts with it (``h100`` is ``h100-80gb``); a
+    one-line error listing the candidates for a prefix several start with (``a100``), or the known names."""
+    key = name.lower()
+    if key in GPUS:
+        return GPUS[key]
+    starting = [gpu for gpu in GPUS if gpu.startswith(key)] if key else []
+    if len(starting) == 1:
+        return GPUS[starting[0]]
+    if starting:
+        raise ValueError(f"GPU {name!r} could be {' or '.join(starting)}: give the whole name")
+    known = ", ".join(GPUS)
+    raise ValueError(f"unknown GPU {name!r}: known are {known}; or give --gpu-memory-gib and --gpu-tflops")
 
 
 def mfu_from_gpu_check(result: dict, peak_flops: float | None = None) -> float:

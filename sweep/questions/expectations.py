@@ -32,6 +32,7 @@ from pydantic import AfterValidator, Field, field_validator
 from sweep.markdown import query
 from sweep.metrics import Headline
 from sweep.questions.base import AXIS_NAMES, Planner, Question
+from sweep.text import plural
 from workers.config import StrictModel
 
 SIDE_KEYS = (*AXIS_NAMES, "family")  # what a side may name
@@ -197,6 +198,9 @@ def expectation_section(rows: list[dict]) -> str:
         return ""
     parts = ["\n## Known answers\n"]
     for row in rows:
+        if row["found"] == "did not learn":
+            parts.append(unlearned_line(row))
+            continue
         if row["delta_lo"] is not None:
             interval = f"Δ {row['delta']:+.2f} (95% CI {row['delta_lo']:+.2f} … {row['delta_hi']:+.2f})"
         else:
@@ -206,14 +210,30 @@ def expectation_section(rows: list[dict]) -> str:
             f"{row['a_shape']} vs {row['b_shape']}, {row['expected']} by more than {row['tolerance']:g} "
             f"{row['metric']}"
             + (" either way" if row["expected"] == "no difference" else "")
-            + f"; found {row['found']}: {interval}, a {fmt(row['a_mean'])} over {row['n_a'] or 0} seeds, "
-            f"b {fmt(row['b_mean'])} over {row['n_b'] or 0}."
+            + f"; found {row['found']}: {interval}, a {fmt(row['a_mean'])} over {plural(row['n_a'] or 0, 'seed')}, "
+            f"b {fmt(row['b_mean'])} over {plural(row['n_b'] or 0, 'seed')}."
         )
     parts.append(
         "\nΔ is a's mean minus b's, signed so that positive means a is better, with its 95% Welch interval; "
         '`sweep sql "FROM expectations"` gives the table.\n'
     )
     return "\n".join(parts)
+
+
+def unlearned_line(row: dict) -> str:
+    """An expectation the results cannot judge because the side(s) it rests on stayed at chance
+    (``found = 'did not learn'``): which side, its mean against the chance level, and that it is no finding."""
+    sides = [side for side in ("a", "b") if row[f"{side}_at_chance"]]
+    if row["must_learn"] in ("a", "b"):
+        sides = [row["must_learn"]]
+    who = " and ".join(f"{side} ({row[f'{side}_shape']}, {fmt(row[f'{side}_mean'])} over "
+                       f"{plural(row[f'n_{side}'], 'seed')})" for side in sides)  # fmt: skip
+    return (
+        f"- **{row['name']}: {row['verdict']}.** {row['claim']} ({row['source']}). Expected: {row['a_shape']} vs "
+        f"{row['b_shape']}, {row['expected']}; found did not learn: {who} did not get beyond the chance level "
+        f"of {fmt(row['chance_score'])} {row['metric']}, so these results say nothing about the claim (train "
+        "longer, or with the full profile, before judging it)."
+    )
 
 
 class ExpectationsQuestion(Question):

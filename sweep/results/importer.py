@@ -41,6 +41,7 @@ from sweep.results.reader import read_table
 from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.results.sink import record_space, write_atomic
 from sweep.space.loader import load_space, shipped_spaces
+from sweep.text import plural
 from workers.metrics import score_of
 from workers.vocabulary import SHAPE_KEYS, STATUSES
 
@@ -474,7 +475,7 @@ def import_file(path: Path, results_dir: Path) -> dict[str, int]:
     problems += one_metric_problems(completed) + duplicate_problems(completed, existing)
     if problems:
         listed = "\n  ".join(problems[:50]) + (f"\n  … and {len(problems) - 50} more" if len(problems) > 50 else "")
-        raise ImportRejected(f"{path}: rejected, nothing written ({len(problems)} problems):\n  {listed}")
+        raise ImportRejected(f"{path}: rejected, nothing written ({plural(len(problems), 'problem')}):\n  {listed}")
     if "is_baseline" not in columns or all(row.get("is_baseline") is None for row in rows):
         mark_baselines(completed, shipped)
     per_space: dict[str, list[dict]] = {}

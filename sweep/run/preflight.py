@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.results.storage import is_remote
+from sweep.text import duration_words, size_words
 
 TINY_BATCH = 2  # samples per training step, evaluation batch and probe batch
 TRAINING_BYTES_PER_PARAM = 16  # fp32 weights, gradients and AdamW's two moments
@@ -350,7 +351,7 @@ def with_estimate(row: Row, estimate: dict | None, gpu_name: str | None) -> Row:
         return row
     row.est_peak_mem_bytes, row.est_train_s = estimate["est_peak_mem_bytes"], estimate["est_train_s"]
     if row.ok and not estimate["fits"]:
-        row.problem = f"estimated peak {estimate['est_peak_mem_bytes'] / 2**30:.1f} GiB does not fit {gpu_name}"
+        row.problem = f"estimated peak {size_words(estimate['est_peak_mem_bytes'])} does not fit {gpu_name}"
     return row
 
 
@@ -400,20 +401,10 @@ def preflight(
 
 
 def estimate_words(row: Row) -> tuple[str, str]:
-    """The estimate columns' cells: peak memory in GiB and training hours per trial ('' where not estimated)."""
-    return size_words(row.est_peak_mem_bytes), duration_words(row.est_train_s)
-
-
-def size_words(size_bytes: int | None) -> str:
-    if size_bytes is None:
-        return ""
-    return f"{size_bytes / 2**30:.1f} GiB" if size_bytes >= 2**30 else f"{size_bytes / 2**20:.1f} MiB"
-
-
-def duration_words(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.3g} s"
+    """The estimate columns' cells: peak memory and training time per trial, each in the unit that reads best
+    (sweep/text.py; '' where not estimated)."""
+    memory = "" if row.est_peak_mem_bytes is None else size_words(row.est_peak_mem_bytes)
+    return memory, "" if row.est_train_s is None else duration_words(row.est_train_s)
 
 
 def format_rows(rows: list[Row]) -> str:

@@ -23,6 +23,7 @@ from sweep.choices import Tracker
 from sweep.metrics import DEFAULT_METRIC, METRICS
 from sweep.questions import QUESTIONS
 from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
+from sweep.space import SPACES_DIR_ENV  # noqa: F401 (read from here too)
 from workers.config import Conditioning, ModelSpec, PositiveInt, ProbeSpec, StrictModel, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
@@ -31,8 +32,6 @@ from workers.families.base import DATA_DERIVED_FIELDS
 from workers.metrics import epoch_metrics
 from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
-
-SPACES_DIR_ENV = "SWEEP_SPACES_DIR"
 
 # Measurements a finished trial reports besides its metrics (workers/metrics.py).
 MEASUREMENTS = {

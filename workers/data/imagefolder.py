@@ -16,6 +16,7 @@ from workers.data.hub import HubSourced
 from workers.data.loading import EpochSeededSampler, SeededSamples, ShareBatchSampler, loader_settings
 
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
+IMAGENET_TRAIN_IMAGES = 1_281_167  # ILSVRC-2012 training images (Russakovsky et al. 2015, Table 2)
 HUB_REPO = "ILSVRC/imagenet-1k"  # source: hub, when data.hub.repo is left out (gated: accept its terms first)
 
 
@@ -62,6 +63,14 @@ class ImageFolderData(HubSourced, ImageDataSpec):
 
     def classes(self) -> int:
         return self.num_classes or self.native[2]
+
+    def known_train_size(self) -> int | None:
+        """ImageNet-1k's training split, 1,281,167 images, for the ImageNet this data set defaults to: the Hub's
+        ImageNet-1k, or class folders of 1,000 classes (or an unstated count); None for another repository or
+        class count, whose size only reading it would tell (``sweep plan --train-samples N`` gives it)."""
+        if self.source == "hub":
+            return IMAGENET_TRAIN_IMAGES if (self.hub is None or self.hub.repo in (None, HUB_REPO)) else None
+        return IMAGENET_TRAIN_IMAGES if self.num_classes in (None, 1000) else None
 
     def require_local(self) -> Path | None:
         if self.source == "hub":  # read through the datasets cache: a missing split is a one-line error at load

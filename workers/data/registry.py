@@ -29,6 +29,7 @@ from workers.data.nearest_neighbor import NearestNeighborData
 from workers.data.repeated_tokens import RepeatedTokensData
 from workers.data.stand_in import StandInData
 from workers.data.tinystories import TinyStoriesData
+from workers.vocabulary import DEFAULT_DATA_SET
 
 DATA_SETS: tuple[type[DataSetSpec], ...] = (
     DigitsData,
@@ -43,7 +44,6 @@ DATA_SETS: tuple[type[DataSetSpec], ...] = (
     IndexLookupData,
     NearestNeighborData,
 )
-DEFAULT_DATA_SET = "digits"
 
 
 def names_of(cls: type[DataSetSpec]) -> tuple[str, ...]:

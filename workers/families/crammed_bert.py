@@ -62,6 +62,7 @@ from transformers.models.modernbert.modeling_modernbert import (
 )
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention, stock_params
 from workers.families.sequence import additive_mask, check_sequence, sequence_input, sequence_tokens
 
@@ -273,7 +274,7 @@ def crammed_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 CRAMMED_BERT = Family(
     name="crammed_bert",
-    description="Crammed BERT masked LM (HF ModernBERT layers: pre-norm, no bias, gated MLP), Geiping & Goldstein 2023",
+    description=FAMILY_DESCRIPTIONS["crammed_bert"],
     build=build_crammed_bert,
     attention_layers=crammed_attention_layers,
     mlp_layers=crammed_mlp_layers,

@@ -28,6 +28,7 @@ from timm.models.davit import ChannelAttention, ChannelBlock, DaVit, SpatialBloc
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     STAGED_FIELDS,
     Family,
@@ -165,7 +166,7 @@ def davit_tokens(spec: ModelSpec) -> int:
 
 DAVIT = Family(
     name="davit",
-    description="DaViT (timm DaVit), Ding et al. 2022: window and channel attention, four stages",
+    description=FAMILY_DESCRIPTIONS["davit"],
     build=build_davit,
     attention_layers=davit_attention_layers,
     mlp_layers=davit_mlp_layers,

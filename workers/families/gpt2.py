@@ -62,6 +62,7 @@ from transformers.models.gpt2.modeling_gpt2 import GPT2Attention, eager_attentio
 from transformers.pytorch_utils import Conv1D
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import Family, KappaLayer, SpecProblem, concat_heads, stock_params
 from workers.families.sequence import sequence_input, sequence_tokens
 
@@ -260,7 +261,7 @@ def gpt2_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 GPT2 = Family(
     name="gpt2",
-    description="GPT-2 causal language model (HF transformers), Radford et al. 2019; head_dim, num_kv_heads settable",
+    description=FAMILY_DESCRIPTIONS["gpt2"],
     build=build_gpt2,
     attention_layers=gpt2_attention_layers,
     mlp_layers=gpt2_mlp_layers,

@@ -38,6 +38,7 @@ from torch import nn
 from transformers import NystromformerConfig, NystromformerModel
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import Family, KappaLayer, PerImageBlocks, SpecProblem, stock_params
 from workers.families.sequence import (
     DEFAULT_DROPOUT,
@@ -154,7 +155,7 @@ def nystromformer_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 NYSTROMFORMER = Family(
     name="nystromformer",
-    description="Nyströmformer (HF transformers), Xiong et al. 2021: Nyström-approximated self-attention",
+    description=FAMILY_DESCRIPTIONS["nystromformer"],
     build=build_nystromformer,
     attention_layers=nystromformer_attention_layers,
     mlp_layers=lambda model: encoder_mlp_layers(model.nystromformer.encoder.layer),

@@ -22,6 +22,7 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
@@ -127,7 +128,7 @@ def softmax_encoder_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 SOFTMAX_ENCODER = Family(
     name="softmax_encoder",
-    description="BERT-style encoder with exact softmax attention (HF transformers): the Nyströmformer's control",
+    description=FAMILY_DESCRIPTIONS["softmax_encoder"],
     build=build_softmax_encoder,
     attention_layers=softmax_encoder_attention_layers,
     mlp_layers=lambda model: encoder_mlp_layers(model.encoder.encoder.layer),

@@ -20,6 +20,7 @@ from timm.models.tnt import TNT, Attention
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
@@ -117,7 +118,7 @@ def tnt_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 TNT_FAMILY = Family(
     name="tnt",
-    description="TNT (timm TNT), Han et al. 2021: inner attention over pixels, outer attention over patches",
+    description=FAMILY_DESCRIPTIONS["tnt"],
     build=build_tnt,
     attention_layers=tnt_attention_layers,
     mlp_layers=tnt_mlp_layers,

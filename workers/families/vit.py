@@ -16,6 +16,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
@@ -118,7 +119,7 @@ def vit_tokens(spec: ModelSpec) -> int:
 
 VIT = Family(
     name="vit",
-    description="ViT (timm VisionTransformer), Dosovitskiy et al. 2021",
+    description=FAMILY_DESCRIPTIONS["vit"],
     build=build_vit,
     attention_layers=vit_attention_layers,
     mlp_layers=vit_mlp_layers,
@@ -132,7 +133,6 @@ VIT = Family(
 DEIT = dataclasses.replace(
     VIT,
     name="deit",
-    description="DeiT (Touvron et al. 2021): the ViT architecture (timm builds deit_* as VisionTransformer); "
-    "differs from vit in its training recipe only",
+    description=FAMILY_DESCRIPTIONS["deit"],
     reference_params=timm_vit_params("deit_tiny_patch16_224"),
 )

@@ -28,6 +28,7 @@ from timm.models.volo import Attention as VoloAttention
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     STAGED_FIELDS,
     Family,
@@ -163,7 +164,7 @@ def volo_tokens(spec: ModelSpec) -> int:
 
 VOLO_FAMILY = Family(
     name="volo",
-    description="VOLO (timm VOLO), Yuan et al. 2022: outlook attention in stage 1, self-attention after",
+    description=FAMILY_DESCRIPTIONS["volo"],
     build=build_volo,
     attention_layers=volo_attention_layers,
     mlp_layers=volo_mlp_layers,

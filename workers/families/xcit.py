@@ -24,6 +24,7 @@ from timm.models.xcit import XCA, Xcit
 from torch import nn
 
 from workers.config import ModelSpec
+from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
@@ -106,7 +107,7 @@ def xcit_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 XCIT = Family(
     name="xcit",
-    description="XCiT (timm Xcit), El-Nouby et al. 2021: cross-covariance attention over channels",
+    description=FAMILY_DESCRIPTIONS["xcit"],
     build=build_xcit,
     attention_layers=xcit_attention_layers,
     mlp_layers=xcit_mlp_layers,

@@ -80,7 +80,9 @@ def plot_pareto(configs: list[dict], front: list[dict], path: Path, headline: He
     )
     base = [c for c in done if c["is_baseline"]]
     if base:
-        ax.plot(base[0]["params"] / 1e6, base[0]["score_mean"], "*", ms=16, color="#e76f51", label="baseline")
+        # hollow and on top, so the baseline's own point (and its error bar) stays visible under the star
+        ax.plot(base[0]["params"] / 1e6, base[0]["score_mean"], "*", ms=18, markerfacecolor="none",
+                markeredgecolor="#e76f51", markeredgewidth=1.6, zorder=5, label="baseline")  # fmt: skip
     ax.set_xlabel("parameters (M)")
     ax.set_ylabel(f"{headline.name} ({headline.unit}; {direction_words(headline.mode)})")
     ax.set_title(wrapped(f"{headline.label.capitalize()} against parameters (depth × heads labelled on the front)"))

@@ -89,10 +89,14 @@ def no_data(figure: go.Figure, message: str) -> go.Figure:
 # --- Δ heatmap --------------------------------------------------------------------------------------------
 
 
+INCONCLUSIVE_WASH = "rgba(255, 255, 255, 0.6)"  # over an inconclusive cell: its colour at 40% strength
+
+
 def heatmap_caption(headline) -> str:
     return (
         f"Each cell: the config's mean {html.escape(headline.label)} minus the baseline's (★), in "
-        f"{html.escape(headline.unit)} ({direction_words(headline.mode)}); blue is better, red worse. Hover for the "
+        f"{html.escape(headline.unit)} ({direction_words(headline.mode)}); blue is better, red worse; pale cells "
+        "with a dotted edge are inconclusive (their colour is a point estimate, not a verdict). Hover for the "
         f"95% interval, the verdict at tolerance {headline.tolerance} and the method behind it."
     )
 
@@ -154,6 +158,12 @@ def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:
             colorbar={"title": {"text": f"Δ{headline.name} ({headline.unit})"}},
         )
     )
+    for y, row in enumerate(grid):  # as the PNG hatches them: inconclusive cells washed out and dashed
+        for x, cell in enumerate(row):
+            if cell and not cell["is_baseline"] and cell["delta"] is not None and cell["verdict"] == "inconclusive":
+                edge = {"color": "#777", "width": 1.5, "dash": "dot"}
+                figure.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, layer="above",
+                                 fillcolor=INCONCLUSIVE_WASH, line=edge)  # fmt: skip
     figure.update_xaxes(title_text="heads × head_dim", type="category")
     figure.update_yaxes(title_text="depth", type="category")
     return figure.update_layout(height=160 + 70 * len(depths), margin={"t": 30})
@@ -245,6 +255,9 @@ def kappa_figure(epochs: list[dict]) -> go.Figure:
     curves: dict[str, list[dict]] = {}
     for row in epochs:
         curves.setdefault(row["config_id"], []).append(row)
+    if all(len({r["epoch"] for r in rows}) < 2 for rows in curves.values()):  # dots on an empty axis otherwise
+        return no_data(figure, "κ was probed at one epoch only: a curve over training needs two or more "
+                               "(probes.kappa_every_epochs); each config's final κ is in the κ section")  # fmt: skip
     for rows in curves.values():
         label = f"{rows[0]['depth']}×{rows[0]['num_heads']}×{rows[0]['head_dim']}"
         figure.add_trace(

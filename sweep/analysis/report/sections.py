@@ -55,6 +55,8 @@ def kappa_metric_section(rows: list[dict], headline: Headline) -> str:
         return ""
     lines = ["\n## Does κ track the metric?\n"]
     for r in rows:
+        if r["scope"] == "across_widths" and only_width(rows, r):
+            continue  # one width: across widths is the same configs and the same ρ as the fixed-width line
         where = (
             "across widths"
             if r["scope"] == "across_widths"
@@ -68,6 +70,12 @@ def kappa_metric_section(rows: list[dict], headline: Headline) -> str:
         lines.append(f"- {r['family']}, {where}: Spearman ρ between final κ and {headline.label} = {rho}, "
                      f"{r['n_configs']} configs.")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def only_width(rows: list[dict], across: dict) -> bool:
+    """``across`` (a family's across-widths row) covers the same configs as its family's one fixed-width row."""
+    fixed = [r for r in rows if r["family"] == across["family"] and r["scope"] != "across_widths"]
+    return len(fixed) == 1 and fixed[0]["n_configs"] == across["n_configs"]
 
 
 class KappaTraining(NamedTuple):

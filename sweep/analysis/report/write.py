@@ -33,7 +33,18 @@ from sweep.errors import UsageError
 from sweep.markdown import markdown_table
 from sweep.metrics import Headline
 from sweep.questions import QUESTIONS
-from sweep.text import with_kv
+from sweep.text import plural, with_kv
+
+
+def pareto_caption(headline: Headline, count: int) -> str:
+    """What the figure and the table under it show: the Pareto front on parameters, its columns' meaning."""
+    return (
+        f"Grey points: every finished config, {headline.label} (mean over seeds ± standard error) against "
+        f"parameters; dark line and the table below: the {plural(count, 'config')} of the Pareto front, those no "
+        f"other config beats on both {headline.label} and parameters (depth × heads labelled); ★ the baseline, "
+        "drawn hollow over its point. `score_mean` and `score_se` are the mean and its standard error over "
+        'seeds; `sweep sql "FROM pareto"` gives the table.\n'
+    )
 
 
 def write_report(
@@ -95,6 +106,7 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
     parts += answer_section(space, headline, data)
     parts += edges_section(headline, data)
     parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
+    parts.append(pareto_caption(headline, len(data.front)))
     parts.append(markdown_table(data.front, with_kv(FRONT_COLUMNS, data.front)))
     if data.kappa:
         parts.append("\n## κ of the attention block\n\n![kappa](kappa_vs_heads.png)\n")

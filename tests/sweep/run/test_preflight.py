@@ -175,7 +175,7 @@ def test_with_a_gpu_each_config_shows_its_estimates_and_one_that_will_not_fit_fa
     assert "est. memory" in header and "est. time" in header
     for config in plan.configs:  # the memory column is the estimate module's figure, in MiB here
         line = next(row for row in rows if row.startswith(config.config_id))
-        assert f"{peak_memory_bytes(config, plan.space) / 2**20:.1f} MiB" in line and line.rstrip().endswith("ok")
+        assert f"{peak_memory_bytes(config, plan.space) / 2**20:.3g} MiB" in line and line.rstrip().endswith("ok")
     tiny = ["--gpu-memory-gib", "0.001", "--gpu-tflops", "100"]
     assert main(["preflight", "local_digits", "--profile", "quick", "--results", results, *tiny]) == 1
     out = capsys.readouterr().out

@@ -246,18 +246,21 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
 
 
 def device_hours_spent(args, space: str) -> bool:
-    """Whether ``--max-gpu-hours`` is already spent by what the results record (said in one line): then nothing
-    starts, not even Ray."""
+    """Whether ``--max-gpu-hours`` leaves no room for one more trial by what the results record (said in one line):
+    then nothing starts, not even Ray. The rule is the run's (sweep/run/budget.py) with nothing running: a trial
+    starts only if recorded + its expected cost (the mean of the recorded trials) <= H."""
     if getattr(args, "max_gpu_hours", None) is None:
         return False
     from sweep.run.budget import recorded_device_s
 
-    recorded_s, _ = recorded_device_s(args.results, space)
-    if recorded_s < args.max_gpu_hours * 3600:
+    recorded_s, rows = recorded_device_s(args.results, space)
+    expected_s = recorded_s / rows if rows else 0.0
+    if recorded_s + expected_s <= args.max_gpu_hours * 3600:
         return False
     print(
         f"[sweep] budget: {recorded_s / 3600:.4g} of --max-gpu-hours {args.max_gpu_hours:.4g} device-hours already "
-        f"recorded for {space}; nothing started (a larger budget runs what is missing)",
+        f"recorded for {space}, and a trial is expected to cost {expected_s / 3600:.4g} (the mean of {rows} recorded); "
+        "nothing started (a larger budget runs what is missing)",
         file=sys.stderr,
     )
     return True

@@ -33,7 +33,7 @@ import os
 import sys
 
 from sweep.cli.parsers import build_parser
-from sweep.errors import SweepError
+from sweep.errors import SweepError, SweepInterrupted
 
 # Each command imports what it needs when it runs: the analysis commands (sql, report, doctor, compact) and
 # `--help` load neither torch nor Ray; planning and running do (the spaces' models and data sets).
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
         return args.func(args)
+    except SweepInterrupted as exc:  # Ctrl-C during a sweep: one line, what was recorded stays
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
     except SweepError as exc:
         if args.debug:
             raise

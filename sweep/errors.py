@@ -118,3 +118,15 @@ class SweepLocked(SweepError):
 
 
 MISSING = _MISSING
+
+
+class SweepInterrupted(SweepError):
+    """Ctrl-C stopped a sweep; what it recorded stays, and the same command runs what is missing. The CLI prints
+    the message as it is (no ``error:``) and exits 130, as a shell does for SIGINT."""
+
+    exit_code = 130
+
+    def __init__(self, recorded: int):
+        self.recorded = recorded
+        trials = "trial" if recorded == 1 else "trials"
+        super().__init__(f"interrupted: {recorded} {trials} recorded; run the same command to continue")

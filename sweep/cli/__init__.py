@@ -33,7 +33,7 @@ import os
 import sys
 
 from sweep.cli.parsers import build_parser
-from sweep.errors import SweepError
+from sweep.errors import SweepError, SweepInterrupted
 
 # Each command imports what it needs when it runs: the analysis commands (sql, report, doctor, compact) and
 # `--help` load neither torch nor Ray; planning and running do (the spaces' models and data sets).
@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
         return args.func(args)
+    except SweepInterrupted as exc:  # Ctrl-C during a sweep: one line, what was recorded stays
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
     except SweepError as exc:
         if args.debug:
             raise
@@ -76,4 +79,6 @@ def main(argv: list[str] | None = None) -> int:
 def one_line(exc: BaseException) -> str:
     """``FileNotFoundError: no such file …`` on one line (the first line of a multi-line message)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    if not text:  # a library's error without words (DuckDB's can be): say what is known, as a sentence
+        return f"{type(exc).__module__}.{type(exc).__name__} was raised with no message"
+    return f"{type(exc).__name__}: {text[0]}"

@@ -4,6 +4,7 @@ and compact the results after a sweep."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -150,6 +151,9 @@ def run_search(plan: Plan, args) -> int:
             file=sys.stderr,
         )
         return 0
+    if getattr(args, "dry_run", False):
+        print(f"{prefix}: a run would train {trials} more trials (--dry-run: nothing runs)", file=sys.stderr)
+        return 0
     return launch(plan, args, record=record, trials=trials)
 
 
@@ -161,7 +165,6 @@ def cmd_rerun(args) -> int:
 
 
 def rerun_space(args) -> int:
-    from sweep.results.storage import sweep_lock
     from sweep.run.rerun import describe, missing_pairs, recorded_pairs, select_configs
     from sweep.space.model import GridSearch, Scheduler
     from sweep.space.validation import check_data
@@ -177,7 +180,7 @@ def rerun_space(args) -> int:
     if args.seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
-    with sweep_lock(args.results, plan.space_name, args.wait):
+    with lock_unless_dry_run(args, plan.space_name):
         configs = select_configs(plan, args.results, args.select, args.top_k)
         missing = missing_pairs(configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
         print(
@@ -192,16 +195,22 @@ def rerun_space(args) -> int:
         return launch(plan, args)
 
 
-def rerun_search(args, check_data) -> int:
-    """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
+def lock_unless_dry_run(args, space: str):
+    """The space's sweep lock for a rerun that runs; none for ``--dry-run``, which only reads: it writes nothing (no
+    lock file, no folder), so it works on a read-only results folder and beside a sweep that holds the lock."""
     from sweep.results.storage import sweep_lock
 
+    return contextlib.nullcontext() if getattr(args, "dry_run", False) else sweep_lock(args.results, space, args.wait)
+
+
+def rerun_search(args, check_data) -> int:
+    """``sweep rerun`` without ``--seeds``: an Optuna search resumes, as ``sweep run`` resumes it."""
     plan = load_plan(args, check_data)
     if plan.space.search.kind == "grid":
         raise UsageError("--seeds N is required (seeds wanted per config: 0 … N-1), or use --select inconclusive")
     if args.select != "all":
         raise UsageError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
-    with sweep_lock(args.results, plan.space_name, args.wait):
+    with lock_unless_dry_run(args, plan.space_name):
         return run_search(plan, args)
 
 
@@ -209,7 +218,6 @@ def rerun_inconclusive(args, check_data) -> int:
     """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
     run (``sweep/analysis/adaptive.py``); ``--dry-run`` prints the first round."""
     from sweep.analysis.adaptive import describe_round, next_round, open_verdicts
-    from sweep.results.storage import sweep_lock
     from sweep.space.model import GridSearch, Scheduler
 
     if args.trial_budget is None or args.trial_budget < 1:
@@ -218,7 +226,7 @@ def rerun_inconclusive(args, check_data) -> int:
         raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
     plan = load_plan(args, check_data)
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
-    with sweep_lock(args.results, plan.space_name, args.wait):
+    with lock_unless_dry_run(args, plan.space_name):
         open_ = open_verdicts(plan, args.results)
         opened, spent = len(open_), 0
         while open_ and spent < args.trial_budget and not device_hours_spent(args, plan.space_name):
@@ -276,18 +284,21 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
 
 
 def device_hours_spent(args, space: str) -> bool:
-    """Whether ``--max-gpu-hours`` is already spent by what the results record (said in one line): then nothing
-    starts, not even Ray."""
+    """Whether ``--max-gpu-hours`` leaves no room for one more trial by what the results record (said in one line):
+    then nothing starts, not even Ray. The rule is the run's (sweep/run/budget.py) with nothing running: a trial
+    starts only if recorded + its expected cost (the mean of the recorded trials) <= H."""
     if getattr(args, "max_gpu_hours", None) is None:
         return False
     from sweep.run.budget import recorded_device_s
 
-    recorded_s, _ = recorded_device_s(args.results, space)
-    if recorded_s < args.max_gpu_hours * 3600:
+    recorded_s, rows = recorded_device_s(args.results, space)
+    expected_s = recorded_s / rows if rows else 0.0
+    if recorded_s + expected_s <= args.max_gpu_hours * 3600:
         return False
     print(
         f"[sweep] budget: {recorded_s / 3600:.4g} of --max-gpu-hours {args.max_gpu_hours:.4g} device-hours already "
-        f"recorded for {space}; nothing started (a larger budget runs what is missing)",
+        f"recorded for {space}, and a trial is expected to cost {expected_s / 3600:.4g} (the mean of {rows} recorded); "
+        "nothing started (a larger budget runs what is missing)",
         file=sys.stderr,
     )
     return True

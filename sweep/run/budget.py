@@ -3,19 +3,21 @@
 What the budget counts, in device-seconds (``trials.device_s``, sweep/results/schema.py: wall seconds × the GPUs a
 trial held, or its CPUs when it held no GPU, so one CPU-hour of a CPU trial counts as one GPU-hour):
 
-    spent_s = recorded_s + finished_s + running_s
-
 - ``recorded_s``: the sum of ``device_s`` over every row of the space the results held when the run started
-  (every status and profile: a failed trial spent its devices too; rows from before ``device_s`` count 0);
-- ``finished_s``: the ``device_s`` of each row this run has written since (the sink's);
-- ``running_s``: each trial running now, at what it is expected to cost: the larger of its devices × its seconds
-  so far and the mean ``device_s`` of the trials finished so far (recorded or this run's; none yet: 0).
+  (every status and profile: a failed trial spent its devices too; rows from before ``device_s`` count 0),
+  plus the ``device_s`` of each row this run has written since (the sink's);
+- ``expected_s``: what one trial is expected to cost, the mean ``device_s`` of the trials finished so far
+  (recorded or this run's; none yet: 0);
+- ``running_s``: each trial running now, at the larger of its devices × its seconds so far and ``expected_s``.
 
-A new trial starts only while ``spent_s < H × 3600``. The check is made when a slot frees (the sweep runs at most
-as many trials at once as the cluster holds, so no trial waits for a slot after it was allowed to start); once it
-fails, no trial starts again in this run, the running ones finish and are written, and the run says what was
-spent and how many trials were not started. ``H`` is the space's total: a later ``sweep run`` or ``sweep rerun``
-with a larger ``H`` starts from what is recorded and runs what is missing.
+The rule: **a trial starts only if recorded_s + running_s + expected_s ≤ H × 3600.** A trial whose expected cost
+fits exactly starts. When it does not fit, the next trial waits; the rule is checked again each time Tune asks
+for a trial, in particular whenever a running trial finishes (its row replaces its estimate, and a trial that
+cost less than estimated leaves room for more). When it does not fit and nothing is running, no trial can
+start any more: the run ends, having written every trial it started, and says what was spent and how many
+trials were not started. ``H`` is the space's total: a later ``sweep run`` or ``sweep rerun`` with a larger ``H``
+starts from what is recorded and runs what is missing (``sweep/cli/run.py`` applies the same rule before Ray
+starts, with nothing running: when not even one trial fits, nothing starts).
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class DeviceHoursSummary:
 
 class DeviceHoursLimiter(Searcher):
     """A Tune Searcher that hands out ``searcher``'s suggestions while the budget lasts (the module docstring
-    defines it), then says the search is finished. ``sink``: the run's ParquetSink, whose ``device_s`` holds what
+    states the rule): None (ask again later) while the next trial does not fit but trials are running, and
+    finished once it does not fit with none running. ``sink``: the run's ParquetSink, whose ``device_s`` holds what
     each row it wrote cost and ``written`` which trials it wrote; ``devices_held``: what a running trial holds;
     ``planned``: trials the run would start."""
 
@@ -84,6 +87,7 @@ class DeviceHoursLimiter(Searcher):
         self.limit_s, self.recorded_s, self.recorded_rows = limit_s, recorded_s, recorded_rows
         self.devices_held, self.planned = devices_held, planned
         self.running: dict[str, float] = {}  # trial_id -> time.monotonic() when it was handed out (kept once written)
+        self.live: set[str] = set()  # handed out, and not yet complete as far as Tune has said
         self.suggested = 0
         self.stopped = False
 
@@ -95,23 +99,37 @@ class DeviceHoursLimiter(Searcher):
         rows = self.recorded_rows + len(self.sink.device_s)
         return (self.recorded_s + self.finished_s()) / rows if rows else 0.0
 
-    def spent_s(self) -> float:
+    def running_s(self) -> float:
+        """The trials running now, each at the larger of its devices × its seconds so far and the expected cost."""
         # A trial counts as running until the sink has written its row: Tune tells the searcher a trial is
         # complete (freeing its slot) before it tells the callbacks, and its cost must not vanish in between.
         now, expected = time.monotonic(), self.expected_trial_s()
         running = [start for trial_id, start in self.running.items() if trial_id not in self.sink.written]
-        return self.recorded_s + self.finished_s() + sum(max((now - t) * self.devices_held, expected) for t in running)
+        return sum(max((now - t) * self.devices_held, expected) for t in running)
+
+    def spent_s(self) -> float:
+        """Recorded (before the run and by it) plus running: what the budget has already committed."""
+        return self.recorded_s + self.finished_s() + self.running_s()
+
+    def fits(self) -> bool:
+        """The rule (module docstring): one more trial starts only if spent + its expected cost <= the limit."""
+        return self.spent_s() + self.expected_trial_s() <= self.limit_s
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return self.searcher.set_search_properties(metric, mode, config, **spec)
 
     def suggest(self, trial_id: str):
-        if self.stopped or self.spent_s() >= self.limit_s:
-            self.stopped = True
+        if self.stopped:
+            return Searcher.FINISHED
+        if not self.fits():
+            if self.live:  # checked again when Tune next asks: a running trial may finish under its estimate
+                return None
+            self.stopped = True  # nothing running and not one trial fits: nothing can start any more
             return Searcher.FINISHED
         suggestion = self.searcher.suggest(trial_id)
         if suggestion not in (None, Searcher.FINISHED):
             self.running[trial_id] = time.monotonic()
+            self.live.add(trial_id)
             self.suggested += 1
         return suggestion
 
@@ -119,6 +137,7 @@ class DeviceHoursLimiter(Searcher):
         self.searcher.on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.live.discard(trial_id)
         self.searcher.on_trial_complete(trial_id, result=result, error=error)
 
     STATE = ("limit_s", "recorded_s", "recorded_rows", "devices_held", "planned", "suggested", "stopped")

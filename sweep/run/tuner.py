@@ -8,8 +8,11 @@ import json
 import logging
 import os
 import pickle
+import signal
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePath
@@ -21,7 +24,7 @@ import torch
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from sweep.errors import DataLoadError
+from sweep.errors import DataLoadError, SweepInterrupted
 from sweep.metrics import record_key
 from sweep.plan.plan import Plan, devices_held
 from sweep.questions import QUESTIONS
@@ -401,14 +404,56 @@ def run_sweep(
     search = (limiter, total) if limiter is not None else (None if grid else (searcher, trials))
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
+    interruption = Interruption()
     tuner = build_tuner(
-        plan, trainable, results_dir, sweep_id, callbacks, reuse_actors, data_parallel, search, tune_verbosity
-    )
-    tuner.fit()
+        plan, trainable, results_dir, sweep_id, [*callbacks, interruption], reuse_actors, data_parallel, search,
+        tune_verbosity,
+    )  # fmt: skip
+    with interruption.catching():
+        try:
+            tuner.fit()
+        except KeyboardInterrupt:
+            for callback in callbacks:
+                if isinstance(callback, ProgressLine):
+                    callback.on_experiment_end(trials=[])  # end the live line before the one that says why
+            raise SweepInterrupted(len(sink.written)) from None
     statuses = count_statuses(sink.written)
     study = searcher.summary() if searcher else None  # Tune drives the searcher it was given, in this process
     spent = limiter.summary() if limiter else None
     return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study, spent)
+
+
+class Interruption(tune.Callback):
+    """Ctrl-C (SIGINT) during a sweep: the first one stops it at the end of Tune's current step, after the sink has
+    written every trial that finished in it, by raising KeyboardInterrupt out of ``tuner.fit()``. No running trial
+    is written (Tune's own clean-up would record each as stopped early, and a resume would not run it again), and
+    Tune's own handler, which prints how to resume with ``Tuner.restore``, is not installed: the same command
+    continues (sweep/run/rerun.py). A second Ctrl-C stops at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.requested:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def catching(self):
+        """This handler for SIGINT while the block runs (on the main thread only; elsewhere Ctrl-C is not ours)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # read by tuner.fit() each time it starts
+        previous = signal.signal(signal.SIGINT, self.handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def device_hours_limiter(

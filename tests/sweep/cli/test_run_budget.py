@@ -1,5 +1,6 @@
-"""``sweep rerun --max-gpu-hours H`` (sweep/cli/run.py) with the budget already spent by recorded rows: one line,
-exit 0, and nothing starts (no Ray, no trial)."""
+"""``sweep rerun --max-gpu-hours H`` (sweep/cli/run.py) when recorded rows leave no room for one more trial
+(recorded + the mean recorded cost > H): one line, exit 0, and nothing starts (no Ray, no trial); at the margin
+(= H) the run starts."""
 
 import textwrap
 
@@ -31,8 +32,14 @@ def test_a_spent_budget_starts_nothing(tmp_path, monkeypatch, capsys):
     command = ["rerun", str(path), "--seeds", "2", "--results", str(results), "--quiet", "--max-gpu-hours"]
     assert main([*command, "1"]) == 0
     err = capsys.readouterr().err
-    assert "budget: 1 of --max-gpu-hours 1 device-hours already recorded for spent; nothing started" in err, err
+    assert (
+        "budget: 1 of --max-gpu-hours 1 device-hours already recorded for spent, and a trial is expected to cost 0.5 "
+        "(the mean of 2 recorded); nothing started" in err
+    ), err
     assert started == []
-    # a budget above what is recorded launches the four missing pairs (2 configs × 2 seeds) with it
+    # the margin: 1 h recorded + 0.5 h expected for the next trial; just over 1.5 h nothing starts …
+    assert main([*command, "1.4999"]) == 0
+    assert "nothing started" in capsys.readouterr().err and started == []
+    # … and at exactly 1.5 h it starts: the four missing pairs (2 configs × 2 seeds), launched with the budget
     assert main([*command, "1.5"]) == 0
     assert started == [(4, 1.5)]

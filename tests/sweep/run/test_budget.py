@@ -34,31 +34,68 @@ def clock(monkeypatch):
     return fake
 
 
-def test_trials_are_handed_out_until_the_finished_ones_reach_the_budget(clock):
-    budget, sink = limiter([{"n": i} for i in range(5)], limit_s=100.0, recorded_s=30.0, recorded_rows=1)
+def finish(budget, sink, trial_id, device_s):
+    """What Tune and the sink do when a trial ends: the searcher hears first, then the row is written."""
+    budget.on_trial_complete(trial_id)
+    sink.device_s[trial_id], sink.written[trial_id] = device_s, "ok"
+
+
+def test_a_trial_whose_expected_cost_fits_exactly_starts_and_one_over_does_not(clock):
+    # 30 s recorded over 1 row: a trial is expected to cost 30 s; 30 + 30 = 60 = the limit
+    budget, _ = limiter([{"n": i} for i in range(3)], limit_s=60.0, recorded_s=30.0, recorded_rows=1)
     assert budget.suggest("a") == {"payload": {"n": 0}}
-    clock.now += 40.0
-    budget.on_trial_complete("a")  # Tune tells the searcher before the sink has written the row
-    assert budget.spent_s() == pytest.approx(70.0)  # 30 recorded + the running trial's 40 s on 1 device
-    sink.device_s["a"], sink.written["a"] = 40.0, "ok"
-    assert budget.spent_s() == pytest.approx(70.0)  # 30 recorded + 40 finished, nothing running
-    assert budget.suggest("b") == {"payload": {"n": 1}}  # 70 < 100
-    budget.on_trial_complete("b")
-    sink.device_s["b"], sink.written["b"] = 35.0, "ok"
-    assert budget.suggest("c") == Searcher.FINISHED  # 105 >= 100
-    assert budget.suggest("d") == Searcher.FINISHED  # stopped for good
+    over, _ = limiter([{"n": i} for i in range(3)], limit_s=59.999, recorded_s=30.0, recorded_rows=1)
+    assert over.suggest("a") == Searcher.FINISHED  # nothing running: nothing can start any more
+    assert over.summary().not_started == 3 and over.summary().stopped
+
+
+def test_a_running_trial_holds_back_the_next_until_it_finishes_under_its_estimate(clock):
+    # the ~0.0003 h trials of issue 38: 1 s each recorded, 10 s limit
+    budget, sink = limiter([{"n": i} for i in range(12)], limit_s=10.0, recorded_s=4.0, recorded_rows=4)
+    assert budget.suggest("a") == {"payload": {"n": 0}}  # 4 + 0 running + 1 expected <= 10
+    for trial_id in "bcde":  # 4 + 1·k running + 1 <= 10 while k <= 5
+        assert budget.suggest(trial_id) is not None
+    assert budget.suggest("f") == {"payload": {"n": 5}}  # 4 + 5 running + 1 = 10: fits exactly
+    assert budget.suggest("g") is None  # 4 + 6 + 1 > 10, trials are running: wait, not finished
+    assert not budget.stopped
+    clock.now += 0.5
+    for trial_id in "abcdef":  # each finished in half its estimate
+        finish(budget, sink, trial_id, 0.5)
+    # recorded 4 + 3 = 7 over 10 rows: expected 0.7; 7 + 0.7 <= 10, and again as long as the sum stays under
+    started = [trial_id for trial_id in "ghijk" if budget.suggest(trial_id) not in (None, Searcher.FINISHED)]
+    assert started == ["g", "h", "i", "j"]  # 7 + 0.7·3 running + 0.7 = 9.8 <= 10; a fifth: 10.5 > 10
+    assert budget.suggest("l") is None
+    for trial_id in "ghij":
+        finish(budget, sink, trial_id, 0.75)  # 10 s spent, nothing running, 1 s expected: 11 > 10
+    assert budget.suggest("m") == Searcher.FINISHED
+    assert budget.suggest("n") == Searcher.FINISHED
     summary = budget.summary()
-    assert (summary.recorded_s, summary.run_s, summary.not_started, summary.stopped) == (30.0, 75.0, 3, True)
-    assert "3 trials not started" in summary.words() and "0.02917 of --max-gpu-hours 0.02778" in summary.words()
+    assert (summary.recorded_s, summary.run_s, summary.not_started, summary.stopped) == (4.0, 6.0, 2, True)
+    assert "2 trials not started" in summary.words() and "0.002778 of --max-gpu-hours 0.002778" in summary.words()
+
+
+def test_a_trial_is_checked_again_when_tune_asks_after_the_row_is_written(clock):
+    budget, sink = limiter([{"n": i} for i in range(5)], limit_s=100.0, recorded_s=30.0, recorded_rows=1)
+    assert budget.suggest("a") == {"payload": {"n": 0}}  # 30 + 30 expected <= 100
+    clock.now += 45.0
+    assert budget.spent_s() == pytest.approx(75.0)  # 30 recorded + the running trial's 45 s on 1 device
+    assert budget.suggest("b") is None  # 75 + 30 expected > 100, and a trial runs: ask again later
+    finish(budget, sink, "a", 40.0)
+    assert budget.spent_s() == pytest.approx(70.0)  # 30 recorded + 40 finished, nothing running
+    assert budget.suggest("b") == Searcher.FINISHED  # expected now (30 + 40) / 2 = 35: 105 > 100
+    summary = budget.summary()
+    assert (summary.recorded_s, summary.run_s, summary.not_started, summary.stopped) == (30.0, 40.0, 4, True)
+    assert "4 trials not started" in summary.words() and "0.01944 of --max-gpu-hours 0.02778" in summary.words()
 
 
 def test_a_running_trial_counts_at_least_what_finished_trials_cost_on_average(clock):
-    budget, _ = limiter([{"n": i} for i in range(4)], limit_s=100.0, recorded_s=90.0, recorded_rows=3, devices_held=2)
+    budget, _ = limiter([{"n": i} for i in range(4)], limit_s=180.0, recorded_s=90.0, recorded_rows=3, devices_held=2)
     assert budget.suggest("a") == {"payload": {"n": 0}}
     assert budget.spent_s() == pytest.approx(90.0 + 30.0)  # just started: the mean of 90 over 3 rows
     clock.now += 20.0
     assert budget.spent_s() == pytest.approx(90.0 + 40.0)  # 20 s on 2 devices is more than the mean
-    assert budget.suggest("b") == Searcher.FINISHED
+    assert budget.suggest("b") == {"payload": {"n": 1}}  # 130 + 30 <= 180
+    assert budget.suggest("c") is None  # 130 + 30 running + 30 > 180
 
 
 def test_without_a_budget_passed_every_planned_trial_is_handed_out(clock):

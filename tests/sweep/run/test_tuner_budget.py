@@ -12,6 +12,8 @@ from ray import tune
 import sweep.run.tuner
 from sweep.analysis.sql import run_query
 from sweep.cli import main
+from sweep.results.schema import table_from_rows
+from sweep.results.storage import write_atomic
 from tests.helpers import TINY_SPACE_BODY
 
 # Two configs × two seeds: four trials of about a second each, one at a time, each holding 1 CPU.
@@ -100,3 +102,24 @@ def test_an_optuna_search_stops_at_its_budget_and_resumes_with_a_larger_one(tmp_
     after = rows(results)
     assert len(after) == 2 and all(after[trial_id] == row for trial_id, row in first.items())
     assert len({r["config_id"] for r in after.values()}) == 2  # both configs, none trained twice
+
+
+@pytest.mark.slow
+def test_trials_held_back_by_running_estimates_start_when_those_finish_under_them(tmp_path, local_ray, capsys):
+    """Issue 38's stop with budget left: two trials running at the recorded mean fill the budget exactly, so the
+    third waits; they finish far under that estimate, the rule is checked again, and the other two start."""
+    path = tmp_path / "budgeted.yaml"
+    path.write_text(textwrap.dedent(SPACE.replace("max_concurrent_trials: 1", "max_concurrent_trials: 2")))
+    results = tmp_path / "results"
+    # one recorded trial of another config: 900 device-seconds, so a trial is expected to cost 900 s
+    old = {"space": "budgeted", "trial_id": "old", "config_id": "old", "seed": 0, "status": "ok", "device_s": 900.0}
+    write_atomic(table_from_rows("trials", [old]), results / "trials" / "budgeted" / "s0" / "old.parquet")
+    # H = 2700 s: 900 recorded + 900 expected (1st) ≤ H; 900 + 900 running + 900 (2nd) = H exactly: starts;
+    # a 3rd (3600 s) waits until the first two are written at ~1 s each, then the mean is ~300 s and all fit
+    assert main(["run", str(path), "--results", str(results), "--quiet", "--max-gpu-hours", "0.75"]) == 0
+    err = capsys.readouterr().err
+    found = rows(results)
+    assert len(found) == 5 and all(r["status"] == "ok" for r in found.values()), (found, err)
+    assert "not started" not in err, err
+    spent_h = sum(r["device_s"] for r in found.values()) / 3600
+    assert f"budget: {spent_h:.4g} of --max-gpu-hours 0.75 device-hours spent" in err, err

@@ -181,9 +181,8 @@ def test_run_and_rerun_resume_the_search_for_its_remaining_budget(searched, monk
     assert "--select pareto needs --seeds N" in capsys.readouterr().err
     plant([(shape, 0, 70.0, "ok", "search") for shape in [(4, 4), (2, 1), (4, 1)]])  # 4 of num_trials 4 trained
     assert main(["run", "searched", *options]) == 0 and launched == []
-    assert "its budget is spent (4 of num_trials 4 trained); `sweep run searched --profile search --trials N`" in (
-        capsys.readouterr().err
-    )
+    printed = "its budget is spent (4 of num_trials 4 trained); `sweep run searched --profile search --trials N"
+    assert f"{printed} --results {results.resolve()}`" in capsys.readouterr().err  # the hint carries --results
     plant([((1, 4), 0, 70.0, "ok", "search")])  # every config: nothing left to suggest, whatever the budget
     assert main(["run", "searched", *options, "--trials", "3"]) == 0 and launched == []
     assert "all 6 configs it can suggest are recorded at seed 0; nothing left to train" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from sweep.analysis.sql import connect
 from sweep.cli import main
 from sweep.results.importer import import_file
 from sweep.results.schema import SCHEMA_VERSION, table_from_rows
-from tests.sweep.analysis.test_views import PLANTED_MEANS, trial_row, write_csv
+from tests.helpers import PLANTED_MEANS, trial_row, write_csv
 
 CHROMIUM = Path("/usr/bin/chromium")
 # No sandbox (CI runs as root), no GPU, and none of the background fetches a browser starts with: the

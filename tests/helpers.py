@@ -179,7 +179,7 @@ def assert_tables_agree(results) -> None:
         assert tokens_per_s == (pytest.approx(samples_times_len) if samples_times_len is not None else None)
 
 
-# --- stories in TinyStories' layout (tests/workers/data/test_data_language.py, tests/workers/data/test_hub.py) --
+# --- stories in TinyStories' layout (tests/workers/data/test_tinystories.py, tests/workers/data/test_hub.py) --
 
 TEXT = "once upon a time there was little girl named lily she loved to play with her red ball in the park"
 WORDS = tuple(TEXT.split(" "))

@@ -317,16 +317,8 @@ NOT_YET_MIRRORED: set[str] = {
     "sweep/space/shapes.py",
     "sweep/space/validation.py",
     "workers/config.py",
-    "workers/data/batches.py",
-    "workers/data/cifar.py",
-    "workers/data/digits.py",
     "workers/data/glue_encoding.py",
-    "workers/data/imagefolder.py",
-    "workers/data/mqar.py",
-    "workers/data/text/documents.py",
-    "workers/data/text/streams.py",
     "workers/data/text/tokenizer.py",
-    "workers/data/tinystories.py",
     "workers/families/base.py",
     "workers/families/davit.py",
     "workers/families/nystromformer.py",
@@ -338,7 +330,7 @@ NOT_YET_MIRRORED: set[str] = {
     "workers/finetune.py",
     "workers/ray_train.py",
 }
-NOT_YET_MIRRORED_AT_MOST = 36
+NOT_YET_MIRRORED_AT_MOST = 28
 
 
 def has_behaviour(path: Path) -> bool:

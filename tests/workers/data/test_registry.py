@@ -8,9 +8,13 @@ from __future__ import annotations
 import pydantic
 import pytest
 import torch
+from pydantic import ValidationError
 
+from sweep.errors import SpaceError
+from sweep.space.loader import load_space
 from tests.workers.data.test_base import EXAMPLES
 from workers.data.base import DataNotFoundError
+from workers.data.mqar import MQARSpec
 from workers.data.registry import (
     DATA_SET_NAMES,
     DATA_SETS,
@@ -68,3 +72,69 @@ def test_every_name_is_one_class_and_cifar_answers_to_two():
 def test_fields_taken_by_names_the_data_sets_with_that_key():
     assert fields_taken_by("mqar") == ["mqar"]
     assert set(fields_taken_by("limit_train")) == set(DATA_SET_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"name": "mqar"}, "seq_len is required"),
+        ({"name": "tinystories"}, "seq_len is required"),
+        ({"name": "tinystories", "seq_len": 8, "mqar": {}}, r"tinystories\.mqar\n\s+Extra inputs are not permitted"),
+        ({"name": "mqar", "seq_len": 8, "text": {}}, r"mqar\.text\n\s+Extra inputs are not permitted"),
+        ({"name": "listops", "seq_len": 8, "text": {}}, r"listops\.text\n\s+Extra inputs are not permitted"),
+        ({"name": "digits", "mqar": {}}, r"digits\.mqar\n\s+Extra inputs are not permitted"),
+        ({"name": "cifar10", "text": {}}, r"cifar10\.text\n\s+Extra inputs are not permitted"),
+        ({"name": "mqar", "seq_len": 8, "eval_split": "test"}, r"val split only.*eval_split='test'"),
+        ({"name": "mqar", "seq_len": 8, "img_size": 8}, r"mqar\.img_size\n\s+Extra inputs are not permitted"),
+        ({"name": "mqar", "seq_len": 8, "listops": {}}, r"mqar\.listops\n\s+Extra inputs are not permitted"),
+        (
+            {"name": "tinystories", "seq_len": 8, "text": {"tokenizer": "t.json", "vocab_size": 512}},
+            r"vocab_size is for a tokenizer trained here.*tokenizer='t.json', vocab_size=512",
+        ),
+        ({"name": "tinystories", "seq_len": 8, "text": {"vocab_size": 100}}, "vocab_size"),
+        ({"name": "tinystories", "seq_len": 8, "text": {"vocab": 100}}, "vocab"),
+    ],
+)
+def test_data_spec_rules_for_language_models(data, message):
+    with pytest.raises(ValidationError, match=message):
+        data_spec(**data)
+
+
+def test_a_key_of_another_data_set_is_reported_with_the_data_sets_that_take_it(tmp_path):
+    """What a user sees: the file, the key path without pydantic's union tag, and where the key belongs."""
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "question: q\nmodel: {family: gpt2, embed_dim: 16, mlp_dim: 32}\naxes: {depth: [1], num_heads: [2]}\n"
+        "baseline: {depth: 1, num_heads: 2}\nmetric: {name: val_loss, tolerance: 0.1}\n"
+        "data: {name: tinystories, seq_len: 8, mqar: {num_kv_pairs: 2}, img_sise: 8}\n"
+    )
+    with pytest.raises(SpaceError) as raised:
+        load_space(str(path))
+    message = str(raised.value)
+    assert "data.mqar: mqar is not a field of data set 'tinystories'; it is for mqar" in message
+    assert "set data.name to a data set that takes it" in message
+    assert "data.img_sise: Extra inputs are not permitted" in message  # a typo: no data set takes it
+
+
+def test_an_unknown_data_set_names_the_known_ones(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "question: q\nmodel: {embed_dim: 16, mlp_dim: 32}\naxes: {depth: [1], num_heads: [2]}\n"
+        "baseline: {depth: 1, num_heads: 2}\ndata: {name: mqa, seq_len: 8}\n"
+    )
+    with pytest.raises(SpaceError, match=r"data\.name: must name a registered data set.*got 'mqa'.*did you mean mqar"):
+        load_space(str(path))
+
+
+def test_data_spec_dumps():
+    causal = {name for name in DATA_SET_NAMES if modality_of(name) == "causal_lm"}
+    assert causal == {"mqar", "tinystories", "repeated_tokens", "index_lookup", "nearest_neighbor"}  # known answers
+    assert not set(data_spec(name="cifar10").model_dump()) & {"seq_len", "eval_split", "listops", "mqar", "text"}
+    assert not set(data_spec(name="listops", seq_len=8).model_dump()) & {"mqar", "text"}  # ListOps ids unchanged
+    mqar = data_spec(name="mqar", seq_len=64, mqar={"num_kv_pairs": 4})
+    assert "mqar" in mqar.model_dump() and "text" not in mqar.model_dump()
+    assert data_spec(**mqar.model_dump()) == mqar
+    text = data_spec(name="tinystories", seq_len=64, text={"train_tokens": 1000})
+    assert "text" in text.model_dump() and "mqar" not in text.model_dump()
+    assert data_spec(**text.model_dump()) == text
+    assert MQARSpec() == MQARSpec(vocab_size=256, num_kv_pairs=8, power_a=0.01, train_rows=100_000, val_rows=3_000)

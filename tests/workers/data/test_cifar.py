@@ -1,4 +1,6 @@
-"""Data: the embedded digits, and the real CIFAR and class-folder loaders on tiny files made here."""
+"""CIFAR (workers/data/cifar.py): the real loader on tiny pickles in torchvision's layout made here, the root
+from the setting or the environment, nothing downloaded, and a restricted unpickler that refuses a file that
+would run code."""
 
 import os
 import pickle
@@ -6,41 +8,13 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from sweep.cli import main
 from workers.data.base import DataNotFoundError
-from workers.data.batches import TensorBatches
 from workers.data.cifar import CifarUnpickler, UnsafePickleError
-from workers.data.imagefolder import FolderBatches
 from workers.data.registry import data_spec, load_arrays, open_batches
 
 CPU = torch.device("cpu")
-
-
-def test_digits_split_is_fixed_stratified_and_independent_of_trial_seed():
-    first = load_arrays(data_spec(name="digits"))
-    second = load_arrays(data_spec(name="digits"))
-    assert first.x_train.shape == (1437, 1, 8, 8) and first.x_val.shape == (360, 1, 8, 8)
-    assert np.array_equal(first.y_val, second.y_val)
-    assert np.bincount(first.y_val).min() >= 35  # every class held out in proportion
-    other = load_arrays(data_spec(name="digits", split_seed=1))
-    assert not np.array_equal(first.y_val, other.y_val)
-
-
-def test_tensor_batches_shuffle_by_seed_and_cover_the_epoch():
-    batches = TensorBatches(load_arrays(data_spec(name="digits")), data_spec(name="digits"), CPU)
-    epoch_a = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
-    epoch_b = list(batches.train_batches(100, torch.Generator().manual_seed(3)))
-    assert len(epoch_a) == 14 and all(x.shape == (100, 1, 8, 8) for x, _ in epoch_a)
-    assert all(torch.equal(ya, yb) for (_, ya), (_, yb) in zip(epoch_a, epoch_b, strict=True))
-    assert abs(batches.x_train.mean().item()) < 1e-4  # normalised with the training split's statistics
-
-
-def test_digits_can_be_resized():
-    spec = data_spec(name="digits", img_size=16)
-    batches = open_batches(spec, CPU)
-    assert batches.meta.img_size == 16 and batches.probe_images(3).shape == (3, 1, 16, 16)
 
 
 def write_fake_cifar10(root, train_per_batch=6, test=10):
@@ -94,37 +68,6 @@ def test_cifar_missing_is_a_clear_error_and_no_download(tmp_path, monkeypatch):
 def test_cifar_root_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("CIFAR_ROOT", str(write_fake_cifar10(tmp_path)))
     assert load_arrays(data_spec(name="cifar10")).x_val.shape[0] == 10
-
-
-def write_class_folders(root, classes=("cat", "dog"), per_class=4):
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for name in classes:
-            (root / split / name).mkdir(parents=True)
-            for i in range(per_class):
-                pixels = rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(root / split / name / f"{i}.png")
-    return root
-
-
-def test_imagefolder_reads_train_and_val_with_timm_transforms(tmp_path):
-    spec = data_spec(name="imagefolder", root=str(write_class_folders(tmp_path)), img_size=32, num_workers=0)
-    batches = FolderBatches(spec, CPU)
-    assert batches.meta.num_classes == 2 and batches.meta.train_size == 8 and batches.meta.val_size == 8
-    images, labels = next(batches.train_batches(4, torch.Generator().manual_seed(0)))
-    assert images.shape == (4, 3, 32, 32) and set(labels.tolist()) <= {0, 1}
-    val = list(batches.val_batches(5))
-    assert [len(y) for _, y in val] == [5, 3]
-    assert batches.probe_images(3).shape == (3, 3, 32, 32)
-
-
-def test_imagefolder_missing_split_names_path_and_variable(tmp_path, monkeypatch):
-    (tmp_path / "train").mkdir()
-    with pytest.raises(DataNotFoundError, match=r"val.*IMAGENET_ROOT"):
-        FolderBatches(data_spec(name="imagefolder", root=str(tmp_path)), CPU)
-    monkeypatch.delenv("IMAGENET_ROOT", raising=False)
-    with pytest.raises(DataNotFoundError, match="IMAGENET_ROOT"):
-        FolderBatches(data_spec(name="imagefolder"), CPU)
 
 
 class RunsCode:

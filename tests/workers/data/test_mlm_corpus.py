@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from tests.workers.data.test_glue_encoding import longest_first
 from workers.data import mlm_corpus
 from workers.data.base import DataNotFoundError
 from workers.data.glue import generated_corpus
-from workers.data.glue_encoding import truncate_pair
 from workers.data.mlm_corpus import MLM_CORPUS_ROOT_ENV, MLMBatches, load_mlm_arrays, mask_tokens
 from workers.data.registry import data_spec, load_arrays, open_batches
 from workers.data.splits import IGNORE_INDEX
@@ -226,25 +226,6 @@ def test_validation_masking_is_the_same_on_every_load():
 
 
 # --- GLUE -------------------------------------------------------------------------------------------------------
-
-
-def longest_first(a, b, budget):
-    """HF's longest_first truncation, one token at a time (the longer loses one; b on a tie)."""
-    a, b = list(a), list(b)
-    while len(a) + len(b) > budget:
-        if len(a) > len(b):
-            a.pop()
-        else:
-            b.pop()
-    return a, b
-
-
-def test_truncate_pair_is_the_one_at_a_time_loop():
-    for len_a in range(12):
-        for len_b in range(12):
-            for budget in range(16):
-                a, b = longest_first(range(len_a), range(len_b), budget)
-                assert truncate_pair(len_a, len_b, budget) == (len(a), len(b)), (len_a, len_b, budget)
 
 
 LONG_SENTENCE = "a dull boring film with a dull plot and a dull cast and dull music"

@@ -316,10 +316,8 @@ NOT_YET_MIRRORED: set[str] = {
     "sweep/results/schema.py",
     "sweep/space/shapes.py",
     "sweep/space/validation.py",
-    "workers/finetune.py",
-    "workers/ray_train.py",
 }
-NOT_YET_MIRRORED_AT_MOST = 17
+NOT_YET_MIRRORED_AT_MOST = 15
 
 
 def has_behaviour(path: Path) -> bool:

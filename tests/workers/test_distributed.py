@@ -4,7 +4,6 @@ CPU (gloo) whose loss trajectory matches one worker's at the same global batch."
 
 import copy
 import json
-import pickle
 
 import numpy as np
 import pytest
@@ -20,7 +19,6 @@ from workers.data.batches import TensorBatches
 from workers.data.registry import data_spec
 from workers.data.splits import ArraySplits
 from workers.distributed import DRIVER_CPUS, Rank, ShardedBatches, WorkerPlan
-from workers.ray_train import RankFailed, rank_failure
 from workers.trial import run_trial
 
 # The per-epoch training loss of N workers equals one worker's at the same global batch in exact
@@ -91,20 +89,6 @@ def test_a_trial_reserves_its_cpus_once_driver_and_workers_together():
     assert DRIVER_CPUS + plan.num_workers * plan.cpus_per_worker <= 2
     three = WorkerPlan.split(cpus_per_trial=2, gpus_per_trial=0, num_workers=3)
     assert DRIVER_CPUS + 3 * three.cpus_per_worker <= 2 and three.cpus_per_worker == 0.6633
-
-
-def test_a_ranks_own_failure_is_data_and_a_lost_peer_is_retried():
-    from ray.exceptions import ActorDiedError
-    from ray.train import WorkerGroupError
-
-    oom = {"status": "oom", "error": "OutOfMemoryError: CUDA out of memory", "epochs": []}
-    cut_off = {"status": "error", "error": "RuntimeError: [../gloo/transport/tcp/pair.cc:545] Read error: reset"}
-    wrapped = RuntimeError("the worker's task raised")  # as Ray hands a worker's exception back
-    wrapped.__cause__ = pickle.loads(pickle.dumps(RankFailed(oom)))  # it crosses processes
-    found = rank_failure(WorkerGroupError("failed", {0: RankFailed(cut_off), 1: wrapped}))
-    assert found is not None and found.record == oom  # the root cause, not rank 0's broken connection
-    assert rank_failure(WorkerGroupError("lost", {0: RankFailed(cut_off)})) is None
-    assert rank_failure(WorkerGroupError("lost", {1: ActorDiedError()})) is None  # Tune restarts these
 
 
 @pytest.fixture

@@ -151,8 +151,10 @@ def generated_token_latency_ms(
     N. One run generating T tokens and one generating 1 (the prompt's forward pass, the prefill, and
     nothing else) are each timed, device synchronised, in pairs (T then 1): warm-up pairs untimed, then the
     timed pairs, at most ``warmup_steps`` and ``iters``, as many as fit in ``budget_s`` (module
-    docstring). The latency is (median T-token time − median 1-token time) / (T − 1): the cost of one
-    decoding step, without the prefill. Needs the model's ``generate(input_ids, new_tokens)``
+    docstring). The latency is the median over the timed pairs of (T-token time − 1-token time) / (T − 1):
+    the cost of one decoding step, without the prefill. Differences are taken within a pair, run back to
+    back, because the load on a shared machine drifts between pairs (a difference of two medians taken
+    over different pairs went negative on a loaded 2-core machine). Needs the model's ``generate(input_ids, new_tokens)``
     (``CausalLM``).
     """
     ids = window.reshape(1, -1)
@@ -171,9 +173,7 @@ def generated_token_latency_ms(
 
     passes = budgeted_passes(lambda: (generate(new_tokens), generate(1)), budget_s, warmup_steps, iters)
     model.train()
-    long_ms = statistics.median(ms for ms, _ in passes)
-    prefill_ms = statistics.median(ms for _, ms in passes)
-    return (long_ms - prefill_ms) / (new_tokens - 1)
+    return statistics.median((long_ms - prefill_ms) / (new_tokens - 1) for long_ms, prefill_ms in passes)
 
 
 def kv_cache_bytes_per_token(spec: ModelSpec, model: nn.Module, autocast) -> int:

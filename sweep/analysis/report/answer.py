@@ -298,16 +298,21 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
     return parts
 
 
+# The views (and what they read) that the answer's headline queries.
+ANSWER_READS = ("trials", "configs", "space_settings", "vs_baseline")
+
+
 def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:
     """The answer's headline in two or three lines, for the end of ``sweep run`` and ``sweep rerun``: how many
     configs hold, break and are open, the leanest that holds, and the command that writes the report. Nothing
     when the space has no trials recorded."""
     from sweep.analysis.report.data import count_trials
     from sweep.analysis.report.headline import find_headline
-    from sweep.analysis.sql import connect
+    from sweep.analysis.sql import connect_lazily
     from sweep.markdown import query
 
-    con = connect(results_dir)
+    con, views = connect_lazily(results_dir)
+    views.create(ANSWER_READS)  # what the lines below read, not every view: a run's last step stays short
     if count_trials(con, space) == 0:
         return []
     headline = find_headline(con, space)

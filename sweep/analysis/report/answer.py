@@ -312,9 +312,10 @@ def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:
     from sweep.markdown import query
 
     con, views = connect_lazily(results_dir)
-    views.create(ANSWER_READS)  # what the lines below read, not every view: a run's last step stays short
+    views.create(["trials"])  # what the lines below read, not every view: a run's last step stays short
     if count_trials(con, space) == 0:
         return []
+    views.create(ANSWER_READS)
     headline = find_headline(con, space)
     verdicts = query(con, "FROM vs_baseline WHERE space = ? AND metric = ?", space, headline.name)
     judged = [v for v in verdicts if not v["is_baseline"]]

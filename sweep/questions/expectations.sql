@@ -96,12 +96,17 @@ seeds AS (
     SELECT * FROM trials WHERE status = 'ok'
     QUALIFY row_number() OVER (PARTITION BY space, config_id, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC) = 1
 ),
-measured AS (  -- every claimable column of each seed (workers/metrics.py METRICS and COSTS), one row each
-    UNPIVOT (SELECT space, config_id, seed, device,
-                    -- @claim-columns (expectations.py: each metric and cost as DOUBLE; the headline's from score)
-             FROM seeds)
-    ON -- @claim-names
-    INTO NAME measure VALUE value
+measured AS (  -- every claimable column of each seed (workers/metrics.py METRICS and COSTS) that the files have,
+               -- one row each; the headline's value is the trial's score
+    SELECT space, config_id, seed, device, measure, value
+    FROM (UNPIVOT (SELECT s.space, s.config_id, s.seed, s.device, s.metric AS headline,
+                          COLUMNS('^(@claim-names)$')::DOUBLE
+                   FROM seeds s)
+          ON COLUMNS('^(@claim-names)$')
+          INTO NAME measure VALUE value)
+    WHERE measure <> headline
+    UNION ALL
+    SELECT space, config_id, seed, device, metric AS measure, score AS value FROM seeds WHERE score IS NOT NULL
 ),
 sides AS (
     SELECT c.space, c.name, c.member, s.side, s.config_id

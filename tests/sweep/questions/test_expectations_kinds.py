@@ -203,6 +203,40 @@ def test_a_family_disagrees_or_stays_open_by_its_rule(tmp_path, capsys):
     claims = {r["name"]: r for r in sql(results, capsys, "SELECT * FROM expectations")}
     assert claims["deeper_at_every_width"]["verdict"] == "disagrees"  # a member found b beats a
     assert claims["deeper_at_some_width"]["verdict"] == "agrees"
+    from sweep.analysis.sql import connect
+
+    section = QUESTION.report_section(connect(results), "claims", None, None)
+    assert "**deeper_at_every_width: disagrees.**" in section and "found 1 of 2 members agree (every" in section
+    assert "**two_heads_at_chance: agrees.**" in section and "against 10" in section
+    assert "**solves_more: agrees.**" in section
+
+
+def test_throughput_is_compared_only_within_one_device(tmp_path, capsys):
+    claims = """\
+    expect:
+      - {name: faster, claim: two heads infer faster, source: planted, a: {num_heads: 2}, b: {num_heads: 4},
+         direction: a_beats_b, metric: infer_samples_per_s}
+    """
+    name, space, profile = load_space(str(write_space(tmp_path, claims)))
+    plan = make_plan(name, space, profile)
+    rows = []
+    for config in plan.configs:
+        for seed in range(3):
+            device = "cpu" if config.shape.num_heads == 2 or seed < 2 else "cuda:NVIDIA H100"
+            rows.append({"space": name, "config_id": config.config_id, "seed": seed, "family": "vit", "depth": 1,
+                         "num_heads": config.shape.num_heads, "head_dim": config.shape.head_dim, "embed_dim": 16,
+                         "mlp_dim": 32, "status": "ok", "params": 1000, "metric": "top1", "metric_mode": "max",
+                         "top1": 80.0 + seed,
+                         "infer_samples_per_s": 200.0 * (3 - config.shape.num_heads // 2) + seed, "device": device,
+                         "chance_score": 10.0, "is_baseline": config.is_baseline})  # fmt: skip
+    results = tmp_path / "results"
+    code = main(["import", str(write_csv(tmp_path / "rows.csv", rows)), "--results", str(results)])
+    assert code == 0, capsys.readouterr().err
+    recorded = json.dumps({"expectations": QUESTION.record(plan)})
+    record_space(results, name, "sweep", None, "q", "top1", "max", 0.5, recorded)
+    capsys.readouterr()
+    [row] = sql(results, capsys, "SELECT found, verdict, device FROM expectations")
+    assert (row["found"], row["verdict"], row["device"]) == ("different devices", "inconclusive", None)
 
 
 def test_plan_adds_only_the_configs_claims_need_and_prints_each(tmp_path, capsys):
@@ -308,3 +342,43 @@ def test_seeds_needed_matches_the_formulas(claim, needed, why):
     else:
         p = [stats.boschloo_exact([[n, 0], [0, n]], alternative="two-sided").pvalue for n in (2, 3)]
         assert p[0] > 0.05 > p[1]
+
+
+RUN_CLAIMS = """\
+expect:
+  - {name: off_grid_matches, claim: two blocks of one head match one block of two, source: planted,
+     a: {config: {depth: 2, num_heads: 1, embed_dim: 16, mlp_dim: 32}}, b: {num_heads: 2},
+     direction: a_at_least_b, tolerance: 50}
+  - {name: two_heads_at_chance, claim: two heads do not beat chance, source: planted, a: {num_heads: 2},
+     direction: a_at_most, level: chance, tolerance: 90}
+  - {name: loss, claim: four heads have no higher loss, source: planted, a: {num_heads: 4}, b: {num_heads: 2},
+     direction: a_at_least_b, metric: val_loss, tolerance: 10}
+  - {name: same_params, claim: the off-grid model has more parameters, source: planted,
+     a: {num_heads: 2}, b: {config: {depth: 2, num_heads: 1, embed_dim: 16, mlp_dim: 32}},
+     direction: a_beats_b, metric: params}
+"""
+
+
+@pytest.mark.slow
+def test_a_space_of_new_claims_plans_only_its_configs_and_runs_to_a_verdict_each(tmp_path, capsys, local_ray):
+    """Through ``sweep run``: a config off the grid, non-inferiority, a level on chance, a loss and a cost."""
+    path = write_space(tmp_path, RUN_CLAIMS, SPACE_BODY.replace("seeds: [0, 1, 2]", "seeds: [0, 1]"))
+    assert main(["validate", str(path)]) == 0
+    name, space, profile = load_space(str(path))
+    assert len(make_plan(name, space, profile).configs) == 3  # 2 of the grid and 1 of its own, not a product
+    results = tmp_path / "results"
+    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0
+    capsys.readouterr()
+    rows = {r["name"]: r for r in sql(results, capsys, "SELECT * FROM expectations")}
+    assert set(rows) == {"off_grid_matches", "two_heads_at_chance", "loss", "same_params"}
+    for row in rows.values():
+        assert row["n_a"] == 2 and row["verdict"] in ("agrees", "disagrees", "inconclusive")
+        assert row["found"] != "not run"
+    # a 1-step digits model is near chance (10%): its upper bound is under 10 + 90
+    assert rows["two_heads_at_chance"]["found"] == "a at most the level"
+    # the reference must have learned (its headline past chance) for a non-inferiority claim to say anything
+    assert rows["loss"]["metric"] == "val_loss"
+    assert rows["loss"]["found"] == ("did not learn" if rows["loss"]["b_at_chance"] else "a at least as good as b")
+    assert rows["same_params"]["statistic"] == "exact" and rows["same_params"]["found"] == "a beats b"
+    assert rows["off_grid_matches"]["a_added"] and rows["off_grid_matches"]["n_b"] == 2
+    assert rows["off_grid_matches"]["must_learn"] == "b"

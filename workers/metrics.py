@@ -195,3 +195,34 @@ def epoch_score(epoch_row: Mapping[str, Any], metric: str) -> Any:
 def record_key(epoch_key: str) -> str:
     """The inverse of :func:`epoch_key`: ``val_top1`` → ``top1``; ``val_loss`` keeps its name."""
     return epoch_key if epoch_key == "val_loss" else epoch_key.removeprefix("val_")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A cost a trial records beside its metrics (a trials column), as a claim may name it
+    (``sweep/questions/expectations.py``). ``mode``: ``min`` when less is better (parameters, FLOPs, bytes,
+    milliseconds), ``max`` when more is (samples per second). ``exact``: the same for every seed of a config,
+    counted rather than measured (parameters, FLOPs, KV-cache bytes), so two configs compare without
+    statistics. ``per_device``: measured on the trial's device (throughput, latency, peak memory), so two
+    configs compare only within one device."""
+
+    name: str
+    mode: str
+    unit: str
+    exact: bool = False
+    per_device: bool = False
+
+
+COSTS: dict[str, Cost] = {
+    cost.name: cost
+    for cost in (
+        Cost("params", "min", "parameters", exact=True),
+        Cost("flops_per_sample", "min", "FLOPs", exact=True),
+        Cost("kv_cache_bytes_per_token", "min", "bytes", exact=True),
+        Cost("peak_mem_bytes", "min", "bytes", per_device=True),
+        Cost("train_samples_per_s", "max", "samples/s", per_device=True),
+        Cost("infer_samples_per_s", "max", "samples/s", per_device=True),
+        Cost("latency_b1_ms", "min", "ms", per_device=True),
+        Cost("token_latency_ms", "min", "ms", per_device=True),
+    )
+}

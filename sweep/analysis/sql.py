@@ -60,6 +60,7 @@ def connect_lazily(
     analysis views on that connection as queries need them."""
     con = duckdb.connect(":memory:")
     results_dir = locate(results_dir)
+    register_python_functions(con)
 
     def attach(table: str) -> list:
         return attach_table(con, results_dir, table)
@@ -72,6 +73,23 @@ def connect_lazily(
         text = "".join(f"CREATE VIEW {t} AS FROM {glob_view_name(t)};\n" for t in VERSIONED_TABLES)
         views = Views(con, text, attach)
     return con, views
+
+
+def python_functions() -> dict[str, tuple]:
+    """The questions' statistics in Python (``Question.python_functions``), by the name their SQL calls."""
+    from sweep.questions import QUESTIONS
+
+    return {name: spec for q in QUESTIONS for name, spec in q.python_functions().items()}
+
+
+def register_python_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Each question's Python statistic as a DuckDB scalar function of its name (NULL in, NULL out); the
+    views file's stand-in macro of that name is then skipped (:class:`Views`)."""
+    from duckdb import sqltypes
+
+    for name, (function, arguments, returns) in python_functions().items():
+        types = [getattr(sqltypes, t) for t in arguments]
+        con.create_function(name, function, types, getattr(sqltypes, returns), null_handling="special")
 
 
 @dataclass(frozen=True)
@@ -142,9 +160,11 @@ class Views:
                 damaged += self.attach(table)
                 self.created.add(name)
         warn_damaged(damaged)  # the files left out, named in one line
+        python = python_functions()  # registered on the connection: their stand-in macros are not created
         for definition in self.definitions.values():  # in file order: what a definition reads comes first
             if definition.name in wanted:
-                self.con.execute(definition.sql)
+                if definition.name not in python:
+                    self.con.execute(definition.sql)
                 self.created.add(definition.name)
 
     @property

@@ -205,6 +205,13 @@ class Question:
             return ""
         return (Path(__file__).resolve().parent / self.sql).read_text()
 
+    def python_functions(self) -> dict[str, tuple]:
+        """Statistics its SQL calls that DuckDB's SQL cannot compute (an exact test, a quantile at any level):
+        ``{name: (function, argument types, return type)}``, types as DuckDB spells them. ``sweep sql`` and the
+        report register each on their connection; its SQL file defines a stand-in macro of the same name (NULL,
+        or the nearest SQL can do) for ``sweep sql --print-views`` in a plain duckdb shell, which they skip."""
+        return {}
+
     def report_section(self, con, space: str, headline, data) -> str:
         """Its section of ``index.md`` (Markdown; '' when the results do not ask it)."""
         return ""

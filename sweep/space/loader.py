@@ -248,6 +248,7 @@ def load_space_with_notes(
             profile_issues, variants[name] = validate_variant(
                 merged, file, prefix=f"profiles.{name}.", override=override
             )
+            profile_issues = [unjudged_note(issue, name) for issue in profile_issues]
             issues += [issue for issue in profile_issues if issue not in issues]
     if base is not None and base.default_profile is not None and base.default_profile not in profiles:
         issues.append(unknown_profile_issue(file, "default_profile", base.default_profile, profiles))
@@ -257,6 +258,18 @@ def load_space_with_notes(
     if any(not issue.note for issue in issues):
         raise SpaceError(issues)
     return path.stem, (variants[chosen] if chosen else base), chosen, issues
+
+
+def unjudged_note(issue: ConfigIssue, profile: str) -> ConfigIssue:
+    """A profile whose grid leaves out a side of a claim (``expect:``) does not judge that claim: a note
+    saying so, not a problem (the space's own grid must still hold it: that one stays an issue)."""
+    from sweep.questions.expectations import NOT_IN_GRID
+
+    if issue.rule != NOT_IN_GRID or issue.path.startswith("profiles."):
+        return issue
+    rule = f"not judged under profile {profile!r}: this side picks out none of the profile's configurations"
+    fix = "nothing to fix: the claim is judged under the profiles that hold it"
+    return dataclasses.replace(issue, rule=rule, fix=fix, note=True)
 
 
 def strip_description(override: dict) -> dict:

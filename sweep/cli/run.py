@@ -95,6 +95,8 @@ def run_space(args) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         if plan.space.search.kind == "optuna":
             return run_search(plan, args)
+        if plan.space.tune is not None:
+            return run_tuned(plan, args)
         if not args.fresh:
             recorded = recorded_pairs(args.results, plan.space_name)
             missing = missing_pairs(plan.configs, plan.seeds, recorded)
@@ -110,6 +112,41 @@ def run_space(args) -> int:
                 return 0
             plan.pairs = [(m.config, m.seed) for m in missing]
         return launch(plan, args)
+
+
+def run_tuned(plan: Plan, args) -> int:
+    """A learning-rate search per config (``tune:``, ``sweep/questions/tuning.py``): the selection runs that are
+    missing, then each config's verdict seeds at the rate its recorded selection runs chose. Resumes from the
+    recorded rows (``sweep/run/tuning.py``); ``--max-gpu-hours`` counts both phases (every row of the space)."""
+    from sweep.plan.tuning import trials_count
+    from sweep.run.tuning import missing_selection, missing_verdicts
+
+    if args.fresh:
+        raise UsageError("--fresh does not go with a `tune:` space: its verdicts rest on the recorded selection runs; "
+                         "use another --results folder to start over")  # fmt: skip
+    selection, verdicts = trials_count(plan)
+    prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): learning rate tuned per config"
+    missing = missing_selection(plan, args.results)
+    print(f"{prefix}: {selection - len(missing)} of {selection} selection runs recorded, then {verdicts} verdict "
+          "runs at the chosen rates", file=sys.stderr)  # fmt: skip
+    if missing:
+        if getattr(args, "dry_run", False):
+            print(f"[sweep] {len(missing)} selection runs would start (--dry-run: nothing runs)", file=sys.stderr)
+            return 0
+        plan.pairs = [(m.config, m.seed) for m in missing]
+        launch(plan, args)
+    missing, waiting = missing_verdicts(plan, args.results)
+    if waiting:
+        print(f"[sweep] {plural(waiting, 'config')} without every selection run recorded (an error, or the budget): "
+              "no verdict seeds for them until a later `sweep run` records them", file=sys.stderr)  # fmt: skip
+    if not missing:
+        print(f"[sweep] every verdict run at the chosen rates is recorded ({verdicts - len(missing)})", file=sys.stderr)
+        return 0
+    if getattr(args, "dry_run", False):
+        print(f"[sweep] {len(missing)} verdict runs would start (--dry-run: nothing runs)", file=sys.stderr)
+        return 0
+    plan.pairs = [(m.config, m.seed) for m in missing]
+    return launch(plan, args)
 
 
 def grid_trials_message(plan: Plan) -> str:

@@ -32,7 +32,8 @@ WITH claims AS (
     SELECT space, metric, unnest(from_json(json_extract(questions, '$.expectations'),
         '[{"name": "VARCHAR", "claim": "VARCHAR", "source": "VARCHAR", "expected": "VARCHAR",
            "tolerance": "DOUBLE", "a_shape": "VARCHAR", "b_shape": "VARCHAR", "a_config": "VARCHAR",
-           "b_config": "VARCHAR"}]'), recursive := true)
+           "b_config": "VARCHAR"}]'), recursive := true),
+           json_extract(questions, '$.tuning') IS NOT NULL AS tuned_sweep  -- the latest sweep chose each rate
     FROM space_settings
     WHERE questions IS NOT NULL
 ),
@@ -48,8 +49,12 @@ paired AS (
                * sqrt(a.score_sd ^ 2 / a.n_seeds + b.score_sd ^ 2 / b.n_seeds)
            END AS half_width
     FROM claims e
-    LEFT JOIN configs a ON a.space = e.space AND a.config_id = e.a_config AND a.metric = e.metric AND a.n_seeds > 0
-    LEFT JOIN configs b ON b.space = e.space AND b.config_id = e.b_config AND b.metric = e.metric AND b.n_seeds > 0
+    -- a side is its config's untuned rows, or (the latest sweep tuned: sweep/questions/tuning.py) its tuned verdict
+    -- seeds, found by recipe_config_id (the side's untuned config id)
+    LEFT JOIN configs a ON a.space = e.space AND a.metric = e.metric AND a.n_seeds > 0 AND CASE WHEN e.tuned_sweep
+        THEN a.recipe_config_id = e.a_config AND a.lr_arm = 'tuned' ELSE a.config_id = e.a_config AND a.lr_arm = 'untuned' END
+    LEFT JOIN configs b ON b.space = e.space AND b.metric = e.metric AND b.n_seeds > 0 AND CASE WHEN e.tuned_sweep
+        THEN b.recipe_config_id = e.b_config AND b.lr_arm = 'tuned' ELSE b.config_id = e.b_config AND b.lr_arm = 'untuned' END
 ),
 judged AS (
     SELECT *, delta - half_width AS delta_lo, delta + half_width AS delta_hi FROM paired

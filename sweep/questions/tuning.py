@@ -133,10 +133,7 @@ class TuningQuestion(Question):
     def plan_lines(self, plan) -> list[str]:
         tune = plan.space.tune
         if tune is None:
-            return [
-                f"learning rate: every verdict at the one rate {plan.space.train.lr:g} (train.lr), untuned; "
-                "a `tune:` section (or a `tuned` profile) chooses each config's rate first"
-            ]
+            return []
         rates = ", ".join(f"{r:g}" for r in tune.rates())
         selection = len(plan.configs) * len(tune.rates()) * len(tune.selection_seeds)
         return [

@@ -43,7 +43,7 @@ DEFAULT_SELECTION_SEEDS = (1000,)  # far from any space's verdict seeds (0, 1, 2
 class LrRange(StrictModel):
     """``num`` learning rates spaced evenly in log between ``low`` and ``high``, both included
     (``np.logspace(log10(low), log10(high), num)``: Zoology's ``np.logspace(-4, -2, 4)`` is
-    ``{low: 1.0e-4, high: 1.0e-2, num: 4}``)."""
+    ``{low: 1.0e-4, high: 1.0e-2, num: 4}``), each rounded to 6 significant digits (as recorded and printed)."""
 
     low: float = Field(gt=0.0)
     high: float = Field(gt=0.0)

@@ -21,7 +21,8 @@ from tests.helpers import TINY_SPACE_BODY, query
 
 
 def test_a_range_is_log_spaced_like_numpy_and_a_list_is_sorted():
-    assert LrRange(low=1e-4, high=1e-2, num=4).rates() == pytest.approx(list(np.logspace(-4, -2, 4)), rel=5e-6)  # 6 digits
+    zoology = list(np.logspace(-4, -2, 4))
+    assert LrRange(low=1e-4, high=1e-2, num=4).rates() == pytest.approx(zoology, rel=5e-6)  # to 6 digits
     assert Tune(lr=[3e-3, 1e-4, 1e-3]).rates() == [1e-4, 1e-3, 3e-3]
     assert Tune(lr=[1e-3, 3e-3]).selection_seeds == [1000]
 
@@ -41,7 +42,8 @@ def test_every_problem_of_the_section_is_reported_at_once(tmp_path):
 
 def test_a_malformed_range_says_the_rule_and_the_values(tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text("question: q\n" + textwrap.dedent(TINY_SPACE_BODY) + "tune: {lr: {low: 1.0e-2, high: 1.0e-4, num: 4}}\n")
+    tune = "tune: {lr: {low: 1.0e-2, high: 1.0e-4, num: 4}}\n"
+    path.write_text("question: q\n" + textwrap.dedent(TINY_SPACE_BODY) + tune)
     with pytest.raises(SpaceError) as caught:
         load_space(str(path))
     assert "`low < high` must hold, but got (low=0.01, high=0.0001)" in str(caught.value)

@@ -28,13 +28,15 @@ def test_selection_and_verdict_runs_carry_their_rate_phase_and_the_joining_key(t
     selection = selection_pairs(tuned)
     assert [(c.label("tune_lr"), s) for c, s in selection] == [(1e-4, 1000), (1e-2, 1000)] * 2
     # a selection run at 1e-2 is the same experiment as an untuned sweep at 1e-2
-    at_high = plan_of(tmp_path, BODY.replace("batch_size: 32, warmup_steps: 0}", "batch_size: 32, warmup_steps: 0, lr: 1.0e-2}"), "t")
+    at_high = plan_of(tmp_path, BODY.replace("warmup_steps: 0}", "warmup_steps: 0, lr: 1.0e-2}"), "t")
     assert selection[1][0].config_id == at_high.configs[0].config_id
     assert {c.label("recipe_config_id") for c, _ in selection} == {c.config_id for c in untuned.configs}
     chosen = {tuned.configs[0].config_id: 1e-2}
     verdicts = verdict_pairs(tuned, chosen)
-    assert [(c.label("tune_phase"), c.label("tune_lr"), s) for c, s in verdicts] == [("verdict", 1e-2, 0),
-                                                                                     ("verdict", 1e-2, 1)]
+    assert [(c.label("tune_phase"), c.label("tune_lr"), s) for c, s in verdicts] == [
+        ("verdict", 1e-2, 0),
+        ("verdict", 1e-2, 1),
+    ]
     assert verdicts[0][0].config_id not in {at_high.configs[0].config_id, tuned.configs[0].config_id}
     tuned.pairs = verdicts
     payload = tuned.trials()[0]

@@ -18,8 +18,10 @@ from sweep.run.tuner import SweepOutcome
 from tests.helpers import TINY_SPACE_BODY, query
 
 RATES = (1e-4, 1e-3, 1e-2)
-SPACE = "question: does the trade survive tuning?\n" + TINY_SPACE_BODY.replace("seeds: [0]", "seeds: [0, 1, 2]") + (
-    "tune: {lr: [1.0e-4, 1.0e-3, 1.0e-2], selection_seeds: [1000, 1001]}\n"
+SPACE = (
+    "question: does the trade survive tuning?\n"
+    + TINY_SPACE_BODY.replace("seeds: [0]", "seeds: [0, 1, 2]")
+    + ("tune: {lr: [1.0e-4, 1.0e-3, 1.0e-2], selection_seeds: [1000, 1001]}\n")
 )
 # The planted landscape: the 2-head config is best at 1e-2, the baseline (4 heads) at 1e-3; the seed adds a little.
 BEST = {2: 1e-2, 4: 1e-3}

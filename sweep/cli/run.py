@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -219,6 +220,8 @@ def rerun_space(args) -> int:
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
     with lock_unless_dry_run(args, plan.space_name):
         configs = select_configs(plan, args.results, args.select, args.top_k)
+        if plan.space.tune is not None:  # verdict seeds at each config's recorded choice, never selecting again
+            configs = tuned_verdict_configs(plan, configs, args.results)
         missing = missing_pairs(configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
         print(
             f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
@@ -230,6 +233,23 @@ def rerun_space(args) -> int:
         plan.pairs = [(m.config, m.seed) for m in missing]
         plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
         return launch(plan, args)
+
+
+def tuned_verdict_configs(plan: Plan, configs: list, results) -> list:
+    """``configs`` of a tuned plan at the rate each one's recorded selection runs chose (``sweep/run/tuning.py``),
+    as its verdict seeds train; a config whose selection is not all recorded is left out, said in one line."""
+    from sweep.plan.tuning import verdict_pairs
+    from sweep.run.tuning import chosen_rates
+
+    chosen = chosen_rates(plan, results)
+    waiting = [c for c in configs if c.config_id not in chosen]
+    if waiting:
+        print(f"[rerun] {plural(len(waiting), 'config')} without every selection run recorded: `sweep run` selects "
+              "their rate first; no verdict seeds for them here", file=sys.stderr)  # fmt: skip
+    wanted = {c.config_id for c in configs}
+    one_seed = plan.seeds[:1]
+    plan_of_one = dataclasses.replace(plan, seeds=one_seed)
+    return [c for c, _ in verdict_pairs(plan_of_one, chosen) if c.label("recipe_config_id") in wanted]
 
 
 def lock_unless_dry_run(args, space: str):
@@ -262,6 +282,9 @@ def rerun_inconclusive(args, check_data) -> int:
     if args.seeds is not None or args.trials is not None:
         raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
     plan = load_plan(args, check_data)
+    if plan.space.tune is not None:
+        raise UsageError("--select inconclusive does not yet follow a `tune:` space's chosen rates; add verdict seeds "
+                         "at them with `sweep rerun SPACE --seeds N`")  # fmt: skip
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
     with lock_unless_dry_run(args, plan.space_name):
         open_ = open_verdicts(plan, args.results)

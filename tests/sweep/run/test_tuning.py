@@ -102,3 +102,18 @@ def test_the_device_hours_budget_counts_the_selection_runs(tmp_path, stand_in, c
     assert main(["run", str(path), "--results", str(results), "--quiet", "--max-gpu-hours", "1.01"]) == 0
     assert [phase for *_, phase, _ in stand_in.trained] == ["selection"] * 12  # no verdict run fits after them
     assert "already recorded for tuned" in capsys.readouterr().err
+
+
+def test_sweep_rerun_adds_verdict_seeds_at_the_chosen_rate_without_selecting_again(tmp_path, stand_in, capsys):
+    path = tmp_path / "tuned.yaml"
+    path.write_text(textwrap.dedent(SPACE))
+    results = tmp_path / "results"
+    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0
+    before = len(stand_in.trained)
+    assert main(["rerun", str(path), "--seeds", "5", "--results", str(results), "--quiet"]) == 0
+    added = stand_in.trained[before:]
+    assert sorted((seed, phase, lr) for _, seed, phase, lr in added) == sorted(
+        (seed, "verdict", lr) for seed in (3, 4) for lr in BEST.values()
+    )
+    configs = query(results, "SELECT num_heads, tune_lr, n_seeds FROM configs ORDER BY num_heads")
+    assert [tuple(r.values()) for r in configs] == [(2, 1e-2, 5), (4, 1e-3, 5)]

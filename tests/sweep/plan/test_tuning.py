@@ -2,7 +2,10 @@
 chosen rate; the ids: a selection run's is the ordinary id at its rate, a tuned verdict's differs from every
 untuned id, and recipe_config_id is the untuned config's id."""
 
+import json
 import textwrap
+
+import pytest
 
 from sweep.plan.plan import make_plan
 from sweep.plan.tuning import selection_pairs, trials_count, verdict_pairs
@@ -42,3 +45,15 @@ def test_selection_and_verdict_runs_carry_their_rate_phase_and_the_joining_key(t
     payload = tuned.trials()[0]
     assert payload["trial_config"]["train"]["lr"] == 1e-2 and payload["tune_phase"] == "verdict"
     assert payload["recipe_config_id"] == tuned.configs[0].config_id
+
+
+def test_sweep_plan_gpu_prints_the_tuned_gpu_hours_beside_the_untuned(capsys):
+    from sweep.cli import main
+
+    assert main(["plan", "mqar_recall", "--profile", "tuned", "--gpu", "h100", "--format", "json"]) == 0
+
+    totals = json.loads(capsys.readouterr().out)["estimate"]
+    # 4 configs, each 4 rates × 1 selection seed + 3 verdict seeds = 7 trials a config, against 3 untuned
+    assert totals["tuned_gpu_hours"] == pytest.approx(totals["gpu_hours"] * 7 / 3)
+    assert main(["plan", "mqar_recall", "--profile", "tuned", "--gpu", "h100"]) == 0
+    assert " tuned (4 rates × 1 selection seed a config first)" in capsys.readouterr().out

@@ -62,7 +62,8 @@ def row(space, config, lr, seed, score, phase, baseline=False) -> dict:
             "status": "ok", "metric": "accuracy", "metric_mode": "max", "score": score, "accuracy": score,
             "is_baseline": baseline, "family": "gpt2", "depth": 2 if baseline else 1, "num_heads": 1, "head_dim": 64,
             "embed_dim": 64, "mlp_dim": 256, "num_kv_heads": 1, "tune_phase": phase, "tune_lr": lr,
-            "recipe_config_id": f"{space}-{config}"}  # fmt: skip
+            "recipe_config_id": f"{space}-{config}", "params": 100_000, "train_samples_per_s": 100.0,
+            "infer_samples_per_s": 300.0, "peak_mem_bytes": 10**6, "kappa_mean": 10.0}  # fmt: skip
 
 
 def write(results, name: str, rows: list[dict]) -> None:
@@ -153,3 +154,50 @@ def test_fresh_verdict_seeds_keep_false_calls_within_5_percent_where_the_selecti
     assert fresh_rate <= 0.05, fresh_rate
     assert reused_rate > 0.05, reused_rate
     print(f"false holds+breaks: fresh verdict seeds {fresh_rate:.1%}, the selection runs reused {reused_rate:.1%}")
+
+
+# --- said: the verdict words and the report -----------------------------------------------------------------------
+
+
+def said_rows(space: str) -> list[dict]:
+    """A tuned sweep beside an untuned one: the baseline best at 1e-3; config "tuned" breaks at the recipe's 1e-4
+    and holds at its own best, 1e-3; config "broken" is 10 points down at every rate."""
+    curves = {"base": [80, 90, 95, 60], "tuned": [70, 85, 95, 60], "broken": [70, 80, 85, 50]}
+    rows = [row(space, name, lr, 1000, score, "selection", baseline=name == "base")
+            for name, scores in curves.items() for lr, score in zip(RATES, scores, strict=True)]  # fmt: skip
+    best = {"base": (1e-3, 95.0), "tuned": (1e-3, 95.0), "broken": (1e-3, 85.0)}
+    for name, (lr, mean) in best.items():
+        rows += [row(space, name, lr, s, mean + 0.1 * (s - 1), "verdict", baseline=name == "base") for s in range(3)]
+        untuned = {"base": 80.0, "tuned": 70.0, "broken": 70.0}[name]  # an untuned sweep at the recipe's 1e-4
+        rows += [row(space, name, 1e-4, s, untuned + 0.1 * (s - 1), None, baseline=name == "base")
+                 | {"config_id": f"{space}-{name}", "tune_lr": None, "recipe_config_id": None} for s in range(3)]
+    for depth, name in enumerate(curves, start=1):  # distinct shapes, so the figure's labels tell them apart
+        for r in rows:
+            if r["config_id"].startswith(f"{space}-{name}"):
+                r["num_heads"] = depth
+    return rows
+
+
+def test_the_verdict_words_say_whether_a_break_survives_tuning_and_the_report_draws_the_curves(tmp_path):
+    from sweep.analysis.report.write import write_report
+    from sweep.results.sink import record_space
+
+    write(tmp_path, "said", said_rows("said"))
+    tune = '{"tuning": {"lr": [0.0001, 0.0003, 0.001, 0.003], "selection_seeds": [1000], "recipe_lr": 0.0001}}'
+    record_space(tmp_path, "said", "s0", "tuned", "q", "accuracy", "max", TOLERANCE, tune)
+    words = {r["recipe_config_id"]: r for r in query(tmp_path, "SELECT * FROM tune_choice")}
+    assert words["said-broken"]["tuned_words"] == "breaks at every rate tried; best 0.001, Δ -10.0"
+    assert words["said-tuned"]["tuned_words"] == "holds once tuned: 0.0001 → 0.001"
+    assert words["said-tuned"]["untuned_verdict"] == "breaks" and words["said-tuned"]["edge_flag"] is None
+    assert words["said-base"]["tuned_words"] == "baseline (best 0.001)"
+    # each arm against its own baseline: the untuned configs against the untuned baseline
+    arms = query(tmp_path, "SELECT config_id, lr_arm, verdict FROM vs_baseline ORDER BY config_id")
+    assert {(r["config_id"], r["lr_arm"], r["verdict"]) for r in arms} == {
+        ("said-base", "untuned", "baseline"), ("said-broken", "untuned", "breaks"),
+        ("said-tuned", "untuned", "breaks"), ("said-base-0.001-tuned", "tuned", "baseline"),
+        ("said-broken-0.001-tuned", "tuned", "breaks"), ("said-tuned-0.001-tuned", "tuned", "holds"),
+    }  # fmt: skip
+    index = write_report("said", tmp_path, tmp_path / "report")
+    text = index.read_text()
+    assert "## Learning rate, tuned per config" in text and "holds once tuned: 0.0001 → 0.001" in text
+    assert (tmp_path / "report" / "lr_curve.png").stat().st_size > 0

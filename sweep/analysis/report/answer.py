@@ -346,9 +346,8 @@ def learning_rate_line(con, space: str, hints: Hints) -> str:
         return f"learning rate: chosen per config on selection seeds no verdict counts ({tuned} configs){edge}"
     tuning = dataclasses.replace(hints, profile="tuned")
     how = f"`{tuning.run()}`" if hints.known and has_tuned_profile(hints.space) else "a `tune:` section"
-    return f"learning rate: every verdict is at one rate, the space's train.lr (a break may be the recipe's); {how} " + (
-        "chooses each config's first"
-    )
+    one_rate = "learning rate: every verdict is at one rate, the space's train.lr (a break may be the recipe's)"
+    return f"{one_rate}; {how} chooses each config's first"
 
 
 def has_tuned_profile(space: str) -> bool:

@@ -80,9 +80,14 @@ def write_report(
 
 def draw_lr_curves(con, space: str, out_dir: Path, headline: Headline) -> None:
     """``lr_curve.png`` for a tuned sweep (its selection runs, ``sweep/questions/tuning.sql``); nothing otherwise."""
-    rows = query(con, """SELECT l.*, l.lr = t.chosen_lr AS chosen FROM lr_curve l
+    rows = query(
+        con,
+        """SELECT l.*, l.lr = t.chosen_lr AS chosen FROM lr_curve l
                          LEFT JOIN tune_choice t USING (space, metric, recipe_config_id)
-                         WHERE l.space = ? AND l.metric = ? ORDER BY l.recipe_config_id, l.lr""", space, headline.name)
+                         WHERE l.space = ? AND l.metric = ? ORDER BY l.recipe_config_id, l.lr""",
+        space,
+        headline.name,
+    )
     if rows:
         plot_lr_curves(rows, out_dir / "lr_curve.png", headline)
 

@@ -169,8 +169,11 @@ def said_rows(space: str) -> list[dict]:
     for name, (lr, mean) in best.items():
         rows += [row(space, name, lr, s, mean + 0.1 * (s - 1), "verdict", baseline=name == "base") for s in range(3)]
         untuned = {"base": 80.0, "tuned": 70.0, "broken": 70.0}[name]  # an untuned sweep at the recipe's 1e-4
-        rows += [row(space, name, 1e-4, s, untuned + 0.1 * (s - 1), None, baseline=name == "base")
-                 | {"config_id": f"{space}-{name}", "tune_lr": None, "recipe_config_id": None} for s in range(3)]
+        rows += [
+            row(space, name, 1e-4, s, untuned + 0.1 * (s - 1), None, baseline=name == "base")
+            | {"config_id": f"{space}-{name}", "tune_lr": None, "recipe_config_id": None}
+            for s in range(3)
+        ]
     for depth, name in enumerate(curves, start=1):  # distinct shapes, so the figure's labels tell them apart
         for r in rows:
             if r["config_id"].startswith(f"{space}-{name}"):

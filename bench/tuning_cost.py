@@ -89,7 +89,8 @@ def main_bench() -> None:
         tuned_s, tuned_n = run(folder, "tuned", tuned)
     predicted = (args.rates * args.selection_seeds + 3) / 3
     print(f"space {args.space}: untuned {untuned_n} trials, {untuned_s:.1f} device-s; tuned ({args.rates} rates × "
-          f"{args.selection_seeds} selection seed(s), then 3 verdict seeds) {tuned_n} trials, {tuned_s:.1f} device-s")  # fmt: skip
+          f"{args.selection_seeds} selection seed(s), then 3 verdict seeds) {tuned_n} trials, "
+          f"{tuned_s:.1f} device-s")  # fmt: skip
     ratio = tuned_s / untuned_s if untuned_s > 0 else math.nan
     print(f"tuned / untuned device-seconds: {ratio:.2f}x (trial counts predict {predicted:.2f}x; goal <= 2x)")
 

@@ -36,7 +36,9 @@ ORDER BY space, metric, recipe_config_id, lr;
 -- then the smaller rate; the first is chosen.
 --   chosen_lr, chosen_score: that rate and its selection score_mean (a selection score, never a verdict)
 --   rates_tried: the config's rates in lr_curve that the latest sweep's `tune:` planned, smallest first; n_rates
---   edge: 'largest' or 'smallest' when the chosen rate is the largest or smallest tried (of 2+), else NULL;
+--   rates_tied: how many rates rank exactly as the chosen one (1: it is strictly best; a saturated score ties)
+--   edge: 'largest' or 'smallest' when the chosen rate is the largest or smallest tried (of 2+) and strictly
+--         best (a tie with a rate inside the range is no sign the range is too narrow), else NULL;
 --   edge_flag: 'best at the largest rate tried: widen the range' (or smallest), else NULL
 --   recipe_lr: the space's own train.lr (the untuned rate), from the latest sweep's record
 --   tuned_verdict, tuned_gain, tuned_gain_lo, tuned_gain_hi, tuned_seeds: vs_baseline of the config's tuned verdict
@@ -67,13 +69,17 @@ ranked AS (
         max(lr) OVER (PARTITION BY space, metric, recipe_config_id) AS lr_max,
         list(lr) OVER (PARTITION BY space, metric, recipe_config_id ORDER BY lr
                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS rates_tried,
-        count(*) OVER (PARTITION BY space, metric, recipe_config_id) AS n_rates
+        count(*) OVER (PARTITION BY space, metric, recipe_config_id) AS n_rates,
+        -- rates that rank exactly alike (same failures, same mean score): a tie the smaller rate breaks
+        count(*) OVER (PARTITION BY space, metric, recipe_config_id, n_failed, score_mean) AS n_tied
     FROM curve
 ),
 chosen AS (
     SELECT space, metric, metric_mode, recipe_config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim,
            is_baseline, lr AS chosen_lr, score_mean AS chosen_score, rates_tried, n_rates,
-           CASE WHEN n_rates >= 2 AND lr = lr_max THEN 'largest' WHEN n_rates >= 2 AND lr = lr_min THEN 'smallest'
+           n_tied AS rates_tied,
+           CASE WHEN n_tied > 1 THEN NULL
+                WHEN n_rates >= 2 AND lr = lr_max THEN 'largest' WHEN n_rates >= 2 AND lr = lr_min THEN 'smallest'
            END AS edge
     FROM ranked WHERE place = 1
 ),

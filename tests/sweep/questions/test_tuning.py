@@ -71,7 +71,8 @@ def write(results, name: str, rows: list[dict]) -> None:
 
 
 def test_a_rate_chosen_at_either_end_of_the_range_is_flagged(tmp_path):
-    curves = {"rising": [50, 60, 70, 80], "peaked": [50, 90, 70, 40], "falling": [95, 80, 60, 50]}
+    curves = {"rising": [50, 60, 70, 80], "peaked": [50, 90, 70, 40], "falling": [95, 80, 60, 50],
+              "saturated": [100, 100, 55, 50]}  # fmt: skip
     rows = [row("edges", name, lr, 1000, score, "selection", baseline=name == "peaked")
             for name, scores in curves.items() for lr, score in zip(RATES, scores, strict=True)]  # fmt: skip
     write(tmp_path, "edges", rows)
@@ -81,6 +82,9 @@ def test_a_rate_chosen_at_either_end_of_the_range_is_flagged(tmp_path):
     assert found["edges-falling"]["chosen_lr"] == 1e-4
     assert found["edges-falling"]["edge_flag"] == "best at the smallest rate tried: widen the range"
     assert found["edges-peaked"]["chosen_lr"] == 3e-4 and found["edges-peaked"]["edge"] is None
+    # a tie at the top is broken by the smaller rate, and is no sign that the range is too narrow
+    assert found["edges-saturated"]["chosen_lr"] == 1e-4 and found["edges-saturated"]["rates_tied"] == 2
+    assert found["edges-saturated"]["edge_flag"] is None
     curve = query(tmp_path, "SELECT lr, score_mean FROM lr_curve WHERE recipe_config_id = 'edges-peaked' ORDER BY lr")
     assert [(r["lr"], r["score_mean"]) for r in curve] == list(zip(RATES, [50.0, 90.0, 70.0, 40.0], strict=True))
     # selection rows are no verdict's: configs (and so vs_baseline) holds none of them

@@ -1,6 +1,6 @@
 """What a learning-rate search per config costs: the tuned sweep's device-seconds as a ratio of the untuned one's.
 
-Runs one space twice through ``sweep run``, in one process, on the same machine: untuned (its recipe's one rate)
+Runs one space through ``sweep run``, in one process, on the same machine: once to warm up (discarded), untuned (its recipe's one rate)
 and with ``tune:`` (``--rates`` rates, ``--selection-seeds`` selection seeds a config, then the verdict seeds at the
 chosen rate), each into its own results folder, and sums ``trials.device_s`` (wall × devices held) of each.
 Prints both sums, the ratio, and what the trial counts alone predict: (rates × selection seeds + seeds) ÷ seeds,
@@ -85,12 +85,14 @@ def main_bench() -> None:
     with contextlib.ExitStack() as stack:
         folder = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         folder.mkdir(parents=True, exist_ok=True)
+        run(folder, "warmup", base)  # discarded: the first sweep of a process pays the cold start (imports, caches)
         untuned_s, untuned_n = run(folder, "untuned", base)
         tuned_s, tuned_n = run(folder, "tuned", tuned)
     predicted = (args.rates * args.selection_seeds + 3) / 3
     print(f"space {args.space}: untuned {untuned_n} trials, {untuned_s:.1f} device-s; tuned ({args.rates} rates × "
           f"{args.selection_seeds} selection seed(s), then 3 verdict seeds) {tuned_n} trials, "
           f"{tuned_s:.1f} device-s")  # fmt: skip
+    print(f"per trial: untuned {untuned_s / max(untuned_n, 1):.2f} device-s, tuned {tuned_s / max(tuned_n, 1):.2f}")
     ratio = tuned_s / untuned_s if untuned_s > 0 else math.nan
     print(f"tuned / untuned device-seconds: {ratio:.2f}x (trial counts predict {predicted:.2f}x; goal <= 2x)")
 

@@ -1,14 +1,14 @@
 """What a learning-rate search per config costs: the tuned sweep's device-seconds as a ratio of the untuned one's.
 
 Runs one space through ``sweep run``, in one process, on the same machine: once to warm up (discarded), untuned
-(its recipe's one rate), and with ``tune:`` (``--rates`` rates, ``--selection-seeds`` selection seeds a config, then the verdict seeds at the
-chosen rate), each into its own results folder, and sums ``trials.device_s`` (wall × devices held) of each.
+(its recipe's one rate), and with ``tune:`` (``--rates`` rates, ``--selection-seeds`` selection seeds a config,
+then the verdict seeds at the chosen rate), each into its own results folder, and sums ``trials.device_s`` (wall × devices held) of each.
 Prints both sums, the ratio, and what the trial counts alone predict: (rates × selection seeds + seeds) ÷ seeds,
 since a rate changes no step's cost. Goal: ≤ 2× for four rates.
 
     .venv/bin/python bench/tuning_cost.py [--space tiny|mqar] [--rates 4] [--selection-seeds 1] [--keep DIR]
 
-``--space tiny`` (default) is a one-step ViT on digits (seconds a trial: start-up dominates); ``mqar`` is
+``--space tiny`` (default) is a 20-step ViT on digits (seconds a trial: start-up dominates); ``mqar`` is
 ``mqar_recall``'s tuned profile recipe at 300 steps (a minute or more a trial on 2 cores).
 """
 

@@ -2,7 +2,8 @@
 
 Runs one space through ``sweep run``, in one process, on the same machine: once to warm up (discarded), untuned
 (its recipe's one rate), and with ``tune:`` (``--rates`` rates, ``--selection-seeds`` selection seeds a config,
-then the verdict seeds at the chosen rate), each into its own results folder, and sums ``trials.device_s`` (wall × devices held) of each.
+then the verdict seeds at the chosen rate), each into its own results folder, and sums ``trials.device_s``
+(wall × devices held) of each.
 Prints both sums, the ratio, and what the trial counts alone predict: (rates × selection seeds + seeds) ÷ seeds,
 since a rate changes no step's cost. Goal: ≤ 2× for four rates.
 

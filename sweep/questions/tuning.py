@@ -190,7 +190,8 @@ def tuning_section(con, space: str, rows: list[dict]) -> str:
     return (
         "## Learning rate, tuned per config\n\nEach config's rate was chosen on its selection runs (seeds no verdict "
         'counts), then its verdict seeds ran at that rate (`sweep sql "SELECT * FROM lr_curve"`: score against '
-        "rate; figure `lr_curve.png`).\n\n" + markdown_table(table, list(table[0])) + "\n"
+        "rate).\n\n" + markdown_table(table, list(table[0])) + "\n![score against learning rate per config, the chosen "
+        "rate ringed](lr_curve.png)\n"
     )
 
 

@@ -47,8 +47,8 @@ ORDER BY space, metric, recipe_config_id, lr;
 --                  'untuned'), when the same results hold an untuned sweep of it
 --   tuned_words: the verdict in words: 'breaks at every rate tried; best 3e-3, Δ -12.1' (its tuned verdict
 --                breaks: a break that survives tuning), 'holds once tuned: 1e-3 → 3e-3' (holds tuned, and untuned
---                did not hold or was not run: the untuned break, if any, was the recipe's), 'holds, tuned and
---                untuned', 'inconclusive once tuned (best 3e-3)', or 'baseline (best 3e-3)'
+--                did not hold: the untuned break or doubt was the recipe's), 'holds tuned, at 3e-3 (untuned, at the
+--                recipe's 1e-3, not in these results)', 'holds, tuned (3e-3) and untuned', 'inconclusive once tuned (best 3e-3)', or 'baseline (best 3e-3)'
 CREATE OR REPLACE VIEW tune_choice AS
 WITH recipe AS (
     SELECT space, try_cast(json_extract_string(questions, '$.tuning.recipe_lr') AS DOUBLE) AS recipe_lr,
@@ -103,6 +103,9 @@ SELECT ch.*,
            WHEN t.verdict = 'baseline' THEN printf('baseline (best %g)', ch.chosen_lr)
            WHEN t.verdict = 'breaks' THEN printf('breaks at every rate tried; best %g, Δ %+.1f', ch.chosen_lr, t.gain)
            WHEN t.verdict = 'holds' AND u.verdict = 'holds' THEN printf('holds, tuned (%g) and untuned', ch.chosen_lr)
+           WHEN t.verdict = 'holds' AND u.verdict IS NULL THEN
+               printf('holds tuned, at %g (untuned, at the recipe''s %g, not in these results)', ch.chosen_lr,
+                      coalesce(r.recipe_lr, 'nan'::DOUBLE))
            WHEN t.verdict = 'holds' THEN printf('holds once tuned: %g → %g', coalesce(r.recipe_lr, 'nan'::DOUBLE),
                                                 ch.chosen_lr)
            ELSE printf('inconclusive once tuned (best %g)', ch.chosen_lr)

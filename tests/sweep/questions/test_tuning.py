@@ -197,6 +197,11 @@ def test_the_verdict_words_say_whether_a_break_survives_tuning_and_the_report_dr
     assert words["said-tuned"]["tuned_words"] == "holds once tuned: 0.0001 → 0.001"
     assert words["said-tuned"]["untuned_verdict"] == "breaks" and words["said-tuned"]["edge_flag"] is None
     assert words["said-base"]["tuned_words"] == "baseline (best 0.001)"
+    alone = tmp_path / "alone"  # the tuned sweep without the untuned one: its words do not claim what untuned did
+    write(alone, "said", [r for r in said_rows("said") if r["tune_phase"] is not None])
+    record_space(alone, "said", "s0", "tuned", "q", "accuracy", "max", TOLERANCE, tune)
+    found = {r["recipe_config_id"]: r["tuned_words"] for r in query(alone, "SELECT * FROM tune_choice")}
+    assert found["said-tuned"] == "holds tuned, at 0.001 (untuned, at the recipe's 0.0001, not in these results)"
     # each arm against its own baseline: the untuned configs against the untuned baseline
     arms = query(tmp_path, "SELECT config_id, lr_arm, verdict FROM vs_baseline ORDER BY config_id")
     assert {(r["config_id"], r["lr_arm"], r["verdict"]) for r in arms} == {

@@ -100,7 +100,18 @@ def estimate_totals(plan: Plan, rows: list[dict], settings: dict) -> dict:
         "mfu": settings["mfu"], "mfu_source": settings["mfu_source"], "gpu_hours": hours,
         "price_per_gpu_hour": price, "cost": hours * price if hours is not None and price is not None else None,
         "not_fitting": [r["config_id"] for r in rows if not r["fits"]],
+        "tuned_gpu_hours": tuned_hours(plan, rows) if known else None,
     }  # fmt: skip
+
+
+def tuned_hours(plan: Plan, rows: list[dict]) -> float | None:
+    """A ``tune:`` space's GPU-hours with its learning-rate search: per config, its rates × selection seeds plus its
+    verdict seeds, each at the config's training time (the rate changes no step's cost); None for an untuned space."""
+    tune = plan.space.tune
+    if tune is None:
+        return None
+    per_config = len(tune.rates()) * len(tune.selection_seeds) + len(plan.seeds)
+    return sum(per_config * r["est_train_s"] for r in rows) / 3600
 
 
 def print_not_fitting(plan: Plan, rows: list[dict], totals: dict) -> None:
@@ -126,6 +137,10 @@ def print_estimate_totals(plan: Plan, totals: dict) -> None:
     unknown = "GPU-hours unknown: the training split's size is not known before reading it (give --train-samples N)"
     tiny = f" (= {duration_words(hours * 3600)} of GPU time)" if hours is not None and hours < 0.01 else ""
     spent = f"{amount(hours)} GPU-hours{priced}{tiny}" if hours is not None else unknown
+    if totals.get("tuned_gpu_hours") is not None:
+        tune = plan.space.tune
+        spent += (f" untuned, {amount(totals['tuned_gpu_hours'])} tuned ({len(tune.rates())} rates × "
+                  f"{plural(len(tune.selection_seeds), 'selection seed')} a config first)")  # fmt: skip
     print(f"estimate on {totals['gpu']} at MFU {totals['mfu']:.3f} ({totals['mfu_source']}), training steps only: "
           f"{spent}; peak memory at batch {plan.space.train.batch_size} (sweep/plan/estimate.py)")  # fmt: skip
 

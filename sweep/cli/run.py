@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -95,6 +96,8 @@ def run_space(args) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         if plan.space.search.kind == "optuna":
             return run_search(plan, args)
+        if plan.space.tune is not None:
+            return run_tuned(plan, args)
         if not args.fresh:
             recorded = recorded_pairs(args.results, plan.space_name)
             missing = missing_pairs(plan.configs, plan.seeds, recorded)
@@ -110,6 +113,41 @@ def run_space(args) -> int:
                 return 0
             plan.pairs = [(m.config, m.seed) for m in missing]
         return launch(plan, args)
+
+
+def run_tuned(plan: Plan, args) -> int:
+    """A learning-rate search per config (``tune:``, ``sweep/questions/tuning.py``): the selection runs that are
+    missing, then each config's verdict seeds at the rate its recorded selection runs chose. Resumes from the
+    recorded rows (``sweep/run/tuning.py``); ``--max-gpu-hours`` counts both phases (every row of the space)."""
+    from sweep.plan.tuning import trials_count
+    from sweep.run.tuning import missing_selection, missing_verdicts
+
+    if args.fresh:
+        raise UsageError("--fresh does not go with a `tune:` space: its verdicts rest on the recorded selection runs; "
+                         "use another --results folder to start over")  # fmt: skip
+    selection, verdicts = trials_count(plan)
+    prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): learning rate tuned per config"
+    missing = missing_selection(plan, args.results)
+    print(f"{prefix}: {selection - len(missing)} of {selection} selection runs recorded, then {verdicts} verdict "
+          "runs at the chosen rates", file=sys.stderr)  # fmt: skip
+    if missing:
+        if getattr(args, "dry_run", False):
+            print(f"[sweep] {len(missing)} selection runs would start (--dry-run: nothing runs)", file=sys.stderr)
+            return 0
+        plan.pairs = [(m.config, m.seed) for m in missing]
+        launch(plan, args)
+    missing, waiting = missing_verdicts(plan, args.results)
+    if waiting:
+        print(f"[sweep] {plural(waiting, 'config')} without every selection run recorded (an error, or the budget): "
+              "no verdict seeds for them until a later `sweep run` records them", file=sys.stderr)  # fmt: skip
+    if not missing:
+        print(f"[sweep] every verdict run at the chosen rates is recorded ({verdicts - len(missing)})", file=sys.stderr)
+        return 0
+    if getattr(args, "dry_run", False):
+        print(f"[sweep] {len(missing)} verdict runs would start (--dry-run: nothing runs)", file=sys.stderr)
+        return 0
+    plan.pairs = [(m.config, m.seed) for m in missing]
+    return launch(plan, args)
 
 
 def grid_trials_message(plan: Plan) -> str:
@@ -182,6 +220,8 @@ def rerun_space(args) -> int:
     plan = load_plan(args, check_data, seeds=list(range(args.seeds)))
     with lock_unless_dry_run(args, plan.space_name):
         configs = select_configs(plan, args.results, args.select, args.top_k)
+        if plan.space.tune is not None:  # verdict seeds at each config's recorded choice, never selecting again
+            configs = tuned_verdict_configs(plan, configs, args.results)
         missing = missing_pairs(configs, plan.seeds, recorded_pairs(args.results, plan.space_name))
         print(
             f"[rerun] {plan.space_name}: selection {args.select!r}, {len(configs)} configs × seeds {plan.seeds}",
@@ -193,6 +233,23 @@ def rerun_space(args) -> int:
         plan.pairs = [(m.config, m.seed) for m in missing]
         plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
         return launch(plan, args)
+
+
+def tuned_verdict_configs(plan: Plan, configs: list, results) -> list:
+    """``configs`` of a tuned plan at the rate each one's recorded selection runs chose (``sweep/run/tuning.py``),
+    as its verdict seeds train; a config whose selection is not all recorded is left out, said in one line."""
+    from sweep.plan.tuning import verdict_pairs
+    from sweep.run.tuning import chosen_rates
+
+    chosen = chosen_rates(plan, results)
+    waiting = [c for c in configs if c.config_id not in chosen]
+    if waiting:
+        print(f"[rerun] {plural(len(waiting), 'config')} without every selection run recorded: `sweep run` selects "
+              "their rate first; no verdict seeds for them here", file=sys.stderr)  # fmt: skip
+    wanted = {c.config_id for c in configs}
+    one_seed = plan.seeds[:1]
+    plan_of_one = dataclasses.replace(plan, seeds=one_seed)
+    return [c for c, _ in verdict_pairs(plan_of_one, chosen) if c.label("recipe_config_id") in wanted]
 
 
 def lock_unless_dry_run(args, space: str):
@@ -225,6 +282,9 @@ def rerun_inconclusive(args, check_data) -> int:
     if args.seeds is not None or args.trials is not None:
         raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
     plan = load_plan(args, check_data)
+    if plan.space.tune is not None:
+        raise UsageError("--select inconclusive does not yet follow a `tune:` space's chosen rates; add verdict seeds "
+                         "at them with `sweep rerun SPACE --seeds N`")  # fmt: skip
     prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
     with lock_unless_dry_run(args, plan.space_name):
         open_ = open_verdicts(plan, args.results)

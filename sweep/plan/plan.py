@@ -91,12 +91,14 @@ def identify(model: dict, space: Space) -> str:
     return config_id(model, space.data, space.train, space.probes)
 
 
-def worker_config(space: Space, model: dict, seed: int) -> dict:
-    """The worker's :class:`workers.trial_config.TrialConfig` as plain data."""
+def worker_config(space: Space, model: dict, seed: int, lr: float | None = None) -> dict:
+    """The worker's :class:`workers.trial_config.TrialConfig` as plain data; ``lr`` (a tuned sweep's rate,
+    ``sweep/plan/tuning.py``) replaces ``train.lr``."""
+    train = space.train.model_dump() | ({"lr": lr} if lr is not None else {})
     return {
         "model": model,
         "data": space.data.model_dump(),
-        "train": space.train.model_dump(),
+        "train": train,
         "probes": space.probes.model_dump(),
         "seed": seed,
         "device": "auto",
@@ -127,7 +129,7 @@ def trial_payload(plan: Plan, config: PlannedConfig, seed: int) -> dict:
         "planned_flops_per_sample": config.flops_per_sample,
         **label_columns(config),  # the questions' labels (Question.labels): trials columns of the same names
         "devices_held": devices_held(plan.space.resources),  # what device_s multiplies (sweep/results/schema.py)
-        "trial_config": worker_config(plan.space, config.model, seed),
+        "trial_config": worker_config(plan.space, config.model, seed, config.label("tune_lr")),
     }
 
 

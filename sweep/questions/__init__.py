@@ -9,7 +9,7 @@ the plan's columns are derived. Adding a question is one module, its SQL file, a
 
 from __future__ import annotations
 
-from sweep.questions import budget, conditioning, controls, expectations, gqa
+from sweep.questions import budget, conditioning, controls, expectations, gqa, tuning
 from sweep.questions.base import Label, Question
 
 # One line per question, in the order their views load, their plan lines print and their sections appear.
@@ -19,6 +19,7 @@ QUESTIONS: list[Question] = [
     budget.QUESTION,
     controls.QUESTION,
     expectations.QUESTION,
+    tuning.QUESTION,
 ]
 
 

@@ -74,9 +74,25 @@ WITH recorded AS (
            "exact": "BOOLEAN", "per_device": "BOOLEAN", "level": "DOUBLE", "solved_at": "DOUBLE",
            "a_shape": "VARCHAR", "b_shape": "VARCHAR", "a_config": "VARCHAR", "b_config": "VARCHAR",
            "a_added": "BOOLEAN", "b_added": "BOOLEAN", "rule": "VARCHAR", "member": "VARCHAR",
-           "members": "BIGINT"}]'), recursive := true)
+           "members": "BIGINT"}]'), recursive := true),
+           json_extract(questions, '$.tuning') IS NOT NULL AS tuned_sweep  -- the latest sweep chose each rate
     FROM space_settings
     WHERE questions IS NOT NULL
+),
+tuned_ids AS (  -- each config's tuned verdict config (sweep/questions/tuning.py), by its untuned id
+    SELECT space, recipe_config_id, any_value(config_id) AS config_id FROM configs WHERE lr_arm = 'tuned' GROUP BY ALL
+),
+stated_claims AS (  -- a side is its config's untuned rows, or (the latest sweep tuned) its tuned verdict seeds,
+                    -- found by recipe_config_id (the side's untuned config id); a tuned side not yet run
+                    -- names no config that exists, so it reads as not run, never as selection or untuned rows
+    SELECT r.* REPLACE (
+               CASE WHEN r.tuned_sweep AND r.a_config IS NOT NULL THEN coalesce(ta.config_id, 'not run: ' || r.a_config)
+                    ELSE r.a_config END AS a_config,
+               CASE WHEN r.tuned_sweep AND r.b_config IS NOT NULL THEN coalesce(tb.config_id, 'not run: ' || r.b_config)
+                    ELSE r.b_config END AS b_config)
+    FROM recorded r
+    LEFT JOIN tuned_ids ta ON r.tuned_sweep AND ta.space = r.space AND ta.recipe_config_id = r.a_config
+    LEFT JOIN tuned_ids tb ON r.tuned_sweep AND tb.space = r.space AND tb.recipe_config_id = r.b_config
 ),
 claims AS (  -- a claim recorded before a key existed reads as the original kind: a comparison of headline means
     SELECT space, name, claim, source, expected, a_shape, b_shape, a_config, b_config, level, solved_at,
@@ -89,11 +105,11 @@ claims AS (  -- a claim recorded before a key existed reads as the original kind
            coalesce(exact, false) AS exact, coalesce(per_device, false) AS per_device,
            coalesce(a_added, false) AS a_added, coalesce(b_added, false) AS b_added,
            coalesce(rule, 'one') AS rule, coalesce(member, '') AS member, coalesce(members, 1) AS members,
-           CASE WHEN rule = 'some' THEN 1 - 0.05 / members ELSE 0.95 END AS confidence, headline
-    FROM recorded
+           CASE WHEN rule = 'some' THEN 1 - 0.05 / members ELSE 0.95 END AS confidence, headline, tuned_sweep
+    FROM stated_claims
 ),
-seeds AS (
-    SELECT * FROM trials WHERE status = 'ok'
+seeds AS (  -- no verdict counts a run that chose a rate (sweep/questions/tuning.py)
+    SELECT * FROM trials WHERE status = 'ok' AND tune_phase IS DISTINCT FROM 'selection'
     QUALIFY row_number() OVER (PARTITION BY space, config_id, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC) = 1
 ),
 measured AS (  -- every claimable column of each seed (workers/metrics.py METRICS and COSTS) that the files have,

@@ -4,6 +4,8 @@ depth and along head_dim, one sentence per group."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from sweep.analysis.hints import Hints
 from sweep.analysis.report.data import ReportData
 from sweep.metrics import Headline, direction_words, format_delta, format_score
@@ -334,5 +336,31 @@ def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:
         lines.append(
             f"the leanest that holds: {leanest_words(holds)}" if holds else "no config holds with 95% confidence yet"
         )
+    lines.append(learning_rate_line(con, space, hints))
     lines.append(f"the report (why, edges, tables, figures): {hints.report()}")
     return lines
+
+
+def learning_rate_line(con, space: str, hints: Hints) -> str:
+    """One line on the learning rate the verdicts rest on: each config's, chosen on selection seeds (with how many
+    were chosen at the edge of the range), or the one rate of an untuned sweep and what would tune it."""
+    tuned, edges = con.execute(
+        "SELECT count(*), count(edge_flag) FROM tune_choice WHERE space = ? AND tuned_verdict IS NOT NULL", [space]
+    ).fetchone()
+    if tuned:
+        edge = f"; {plural(edges, 'config')} best at an end of the range tried (widen it)" if edges else ""
+        return f"learning rate: chosen per config on selection seeds no verdict counts ({tuned} configs){edge}"
+    tuning = dataclasses.replace(hints, profile="tuned")
+    how = f"`{tuning.run()}`" if hints.known and has_tuned_profile(hints.space) else "a `tune:` section"
+    one_rate = "learning rate: every verdict is at one rate, the space's train.lr (a break may be the recipe's)"
+    return f"{one_rate}; {how} chooses each config's first"
+
+
+def has_tuned_profile(space: str) -> bool:
+    """Whether the space file ``space`` names (a shipped name or a path) has a profile called ``tuned``."""
+    from sweep.space.loader import find_space, read_yaml
+
+    try:
+        return "tuned" in (read_yaml(find_space(space)).get("profiles") or {})
+    except Exception:  # a space the results name but this machine cannot find: say nothing of its profiles
+        return False

@@ -227,3 +227,26 @@ def draw_figures(data: ReportData, training: KappaTraining, out_dir: Path, headl
     if training.pairs:
         path = out_dir / "kappa_over_training.png"
         plot_kappa_epochs(data.kappa_epochs, training.curves, training.pairs, training.rho, path, headline)
+
+
+def plot_lr_curves(rows: list[dict], path: Path, headline: Headline) -> None:
+    """Score against learning rate per config (view ``lr_curve``: a tuned sweep's selection runs, mean over its
+    selection seeds; log rate axis), each config's chosen rate ringed (``chosen``: recipe_config_id → rate)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    by_config: dict[str, list[dict]] = {}
+    for row in rows:
+        by_config.setdefault(row["recipe_config_id"], []).append(row)
+    for curve in by_config.values():
+        points = [(r["lr"], r["score_mean"]) for r in curve if r["score_mean"] is not None]
+        label = short_shape(curve[0]) + (f" d{curve[0]['embed_dim']}" if curve[0].get("embed_dim") else "")
+        label += " (baseline)" if curve[0]["is_baseline"] else ""
+        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        chosen = [(r["lr"], r["score_mean"]) for r in curve if r.get("chosen") and r["score_mean"] is not None]
+        ax.scatter([p[0] for p in chosen], [p[1] for p in chosen], s=160, facecolors="none",
+                   edgecolors=line.get_color())  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate (selection runs; ringed: the rate chosen)")
+    ax.set_ylabel(f"{headline.label}, mean over selection seeds")
+    ax.set_title(wrapped("Score against learning rate per config: the verdict seeds ran at the ringed rate"))
+    ax.legend(fontsize=7)
+    save_figure(fig, path)

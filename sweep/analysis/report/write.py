@@ -9,7 +9,7 @@ from pathlib import Path
 from sweep.analysis.hints import Hints, space_name
 from sweep.analysis.report.answer import answer_paragraph, answer_section, edges_section
 from sweep.analysis.report.data import ReportData, count_trials, gather, recorded_question
-from sweep.analysis.report.figures import draw_figures
+from sweep.analysis.report.figures import draw_figures, plot_lr_curves
 from sweep.analysis.report.headline import find_headline
 from sweep.analysis.report.html import write_html
 from sweep.analysis.report.sections import (
@@ -30,7 +30,7 @@ from sweep.analysis.report.tables import (
 )
 from sweep.analysis.sql import connect
 from sweep.errors import UsageError
-from sweep.markdown import markdown_table
+from sweep.markdown import markdown_table, query
 from sweep.metrics import Headline
 from sweep.questions import QUESTIONS
 from sweep.text import plural, with_kv
@@ -69,12 +69,27 @@ def write_report(
     training = kappa_over_training(data.kappa_epochs, data.configs)
     out_dir.mkdir(parents=True, exist_ok=True)
     draw_figures(data, training, out_dir, headline)
+    draw_lr_curves(con, space, out_dir, headline)
     extra = "".join(topic_sections(con, headline, data, training))
     index = out_dir / "index.md"
     index.write_text(data.hints.carry(render_markdown(space, question, headline, data, extra=extra)))
     answer = data.hints.carry(answer_paragraph(headline, data.verdicts, data.hints, data.unlearned))  # as index.md's
     write_html(out_dir / "index.html", space, question, headline, data, answer)
     return index
+
+
+def draw_lr_curves(con, space: str, out_dir: Path, headline: Headline) -> None:
+    """``lr_curve.png`` for a tuned sweep (its selection runs, ``sweep/questions/tuning.sql``); nothing otherwise."""
+    rows = query(
+        con,
+        """SELECT l.*, l.lr = t.chosen_lr AS chosen FROM lr_curve l
+                         LEFT JOIN tune_choice t USING (space, metric, recipe_config_id)
+                         WHERE l.space = ? AND l.metric = ? ORDER BY l.recipe_config_id, l.lr""",
+        space,
+        headline.name,
+    )
+    if rows:
+        plot_lr_curves(rows, out_dir / "lr_curve.png", headline)
 
 
 def topic_sections(con, headline: Headline, data: ReportData, training: KappaTraining) -> list[str]:

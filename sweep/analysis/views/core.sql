@@ -31,17 +31,24 @@ FROM spaces GROUP BY space;
 -- device_s_total: what the config cost, in device-seconds (trials.device_s: wall × GPUs, or CPUs without a GPU),
 -- summed over every row of it, failed and repeated ones included (they spent their devices too); NULL when none of
 -- its rows recorded device_s (written before it was).
+-- A tuned sweep's selection runs (tune_phase = 'selection', sweep/questions/tuning.py) are not rows of configs, nor
+-- of its cost: their scores chose the rate, so no verdict may count them (lr_curve and tune_choice read them).
+-- lr_arm: 'tuned' for a config whose rows are a tuned sweep's verdict seeds, else 'untuned'; vs_baseline judges
+-- each arm against its own baseline.
 CREATE OR REPLACE VIEW configs AS
-WITH cost AS (
-    SELECT space, config_id, metric, sum(device_s) AS device_s_total FROM trials GROUP BY space, config_id, metric
+WITH judged AS (
+    SELECT * FROM trials WHERE tune_phase IS DISTINCT FROM 'selection'
+),
+cost AS (
+    SELECT space, config_id, metric, sum(device_s) AS device_s_total FROM judged GROUP BY space, config_id, metric
 ),
 one_row_per_seed AS (
-    SELECT * FROM trials WHERE status = 'ok'
+    SELECT * FROM judged WHERE status = 'ok'
     QUALIFY row_number() OVER (
         PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
     ) = 1
     UNION ALL BY NAME
-    SELECT * FROM trials WHERE status IS DISTINCT FROM 'ok'
+    SELECT * FROM judged WHERE status IS DISTINCT FROM 'ok'
 )
 SELECT
     space,
@@ -59,6 +66,7 @@ SELECT
     any_value(num_kv_heads) AS num_kv_heads,
     any_value(conditioning) AS conditioning,
     -- @question-labels (sweep/analysis/views/__init__.py core_sql puts each declared label's aggregate here)
+    CASE WHEN bool_or(tune_phase = 'verdict') THEN 'tuned' ELSE 'untuned' END AS lr_arm,
     bool_or(is_baseline) AS is_baseline,
     count(DISTINCT seed) FILTER (WHERE status = 'ok') AS n_seeds,
     count(*) FILTER (WHERE status <> 'ok') AS n_failed,
@@ -104,7 +112,7 @@ GROUP BY space, config_id, metric;
 CREATE OR REPLACE VIEW unlearned_seeds AS
 WITH seeds AS (
     SELECT *, coalesce(at_chance(score, chance_score, metric_mode), false) AS stuck
-    FROM trials WHERE status = 'ok'
+    FROM trials WHERE status = 'ok' AND tune_phase IS DISTINCT FROM 'selection'  -- as configs: verdict rows only
     QUALIFY row_number() OVER (
         PARTITION BY space, config_id, metric, seed ORDER BY finished_at DESC NULLS LAST, trial_id DESC
     ) = 1

@@ -66,11 +66,12 @@ WITH base AS (
     SELECT space, metric, family, config_id AS b_config_id, score_mean AS b_mean, score_sd AS b_sd, n_seeds AS b_n,
            params AS b_params,
            train_samples_per_s AS b_train, infer_samples_per_s AS b_infer, peak_mem_bytes AS b_mem,
-           depth AS b_depth, head_dim AS b_head_dim, at_chance AS b_at_chance, n_unlearned AS b_unlearned
+           depth AS b_depth, head_dim AS b_head_dim, at_chance AS b_at_chance, n_unlearned AS b_unlearned,
+           lr_arm  -- a tuned sweep's configs against its tuned baseline, an untuned one's against its own
     FROM configs WHERE is_baseline
 ),
 paired AS (
-    SELECT c.*, b.* EXCLUDE (space, metric, family), t.tol,
+    SELECT c.*, b.* EXCLUDE (space, metric, family, lr_arm), t.tol,
            v.pooled_sd, v.pooled_df, v.equal_variance, v.bartlett_p, v.note AS variance_note,
            sc.spread_in_line AS c_in_line, sc.spread_ratio AS c_spread_ratio, sc.spread_limit AS c_spread_limit,
            sb.spread_in_line AS b_in_line, sb.spread_ratio AS b_spread_ratio, sb.spread_limit AS b_spread_limit,
@@ -78,7 +79,7 @@ paired AS (
            c.score_sd ^ 2 / c.n_seeds + b.b_sd ^ 2 / b.b_n AS var_delta,
            welch_df(c.score_sd, c.n_seeds, b.b_sd, b.b_n) AS welch_df,
            better_sign(c.metric_mode) AS better  -- +1: higher is better
-    FROM configs c JOIN base b USING (space, metric, family) JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
+    FROM configs c JOIN base b USING (space, metric, family, lr_arm) JOIN space_tolerance_at(fixed_tolerance) t USING (space, metric)
     LEFT JOIN variance_check v USING (space, metric, family)
     LEFT JOIN spread_check sc ON sc.space = c.space AND sc.metric = c.metric AND sc.config_id = c.config_id
     LEFT JOIN spread_check sb ON sb.space = c.space AND sb.metric = c.metric AND sb.config_id = b.b_config_id
@@ -117,7 +118,7 @@ gains AS (
 )
 SELECT
     space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, head_dim_rule,
-    num_kv_heads, conditioning, is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
+    num_kv_heads, conditioning, lr_arm, is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
     b_mean AS baseline_score, delta, delta_lo, delta_hi, welch_df, tol AS tolerance, gain, gain_lo, gain_hi,
     100.0 * (params - b_params) / b_params AS delta_params_pct,
     100.0 * (train_samples_per_s - b_train) / b_train AS delta_train_throughput_pct,
@@ -173,7 +174,8 @@ CREATE OR REPLACE VIEW vs_baseline AS
 FROM vs_baseline_at(getvariable('tolerance'));
 
 -- depth_edge: along depth, for each (space, num_heads, head_dim, num_kv_heads, conditioning) at the baseline's
--- width and MLP (and per model family and headline metric: a space of one family judged on one metric has one row per shape). Read from the verdicts, so it
+-- width and MLP (and per model family and headline metric: a space of one family judged on one metric has one row per shape;
+-- and per lr_arm: a tuned sweep's edges apart from an untuned one's in the same results). Read from the verdicts, so it
 -- works alike for metrics where higher is better and where lower is.
 --   holds_down_to_depth: the shallowest depth (at or below the baseline's) whose verdict is holds, with
 --                        every tried depth between it and the baseline's holding too (the baseline's own
@@ -185,13 +187,14 @@ WITH ranked AS (
     SELECT *,
         -- non-holding depths from the baseline's depth down to this one: 0 means all of them hold
         sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning
+            PARTITION BY space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads,
+                         conditioning
             ORDER BY depth DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE depth <= baseline_depth
 )
-SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
+SELECT space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
     min(depth) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_depth,
     -- rows with misses_above >= 1 are exactly the depths below holds_down_to_depth
     max(depth) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_depth,
@@ -211,13 +214,15 @@ CREATE OR REPLACE VIEW head_dim_edge AS
 WITH ranked AS (
     SELECT *,
         sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads, conditioning
+            PARTITION BY space, metric, family, lr_arm, depth, embed_dim, mlp_dim, num_heads // num_kv_heads,
+                         conditioning
             ORDER BY head_dim DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
 )
-SELECT space, metric, family, depth, embed_dim, mlp_dim, num_heads // num_kv_heads AS heads_per_kv_head, conditioning,
+SELECT space, metric, family, lr_arm, depth, embed_dim, mlp_dim, num_heads // num_kv_heads AS heads_per_kv_head,
+    conditioning,
     min(head_dim) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_head_dim,
     max(head_dim) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_head_dim,
     list(head_dim ORDER BY head_dim) AS head_dims_tried,

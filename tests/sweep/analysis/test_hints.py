@@ -131,11 +131,12 @@ def test_the_commands_a_run_and_its_report_print_run_as_printed_elsewhere(tmp_pa
     err = capfd.readouterr().err
     assert code == 0, err[-3000:]
     # point 8: the run ends with the answer's headline and the command that writes the report
-    tail = err.strip().splitlines()[-3:]
+    tail = err.strip().splitlines()[-4:]
     assert re.match(r"\[sweep\] answer on top-1 \(tolerance [\d.]+ points\): of 1 config against the baseline, "
                     r"0 hold, 0 break and 1 is open", tail[0]), tail  # fmt: skip
     assert tail[1] == "[sweep] no config holds with 95% confidence yet"
-    assert tail[2] == f"[sweep] the report (why, edges, tables, figures): sweep report {here / 'my_tiny.yaml'} " + (
+    assert tail[2].startswith("[sweep] learning rate: every verdict is at one rate, the space's train.lr"), tail
+    assert tail[3] == f"[sweep] the report (why, edges, tables, figures): sweep report {here / 'my_tiny.yaml'} " + (
         f"--results {results}"
     )
     printed = commands_in(err)

@@ -57,7 +57,7 @@ def toy():
 
 
 def test_every_section_of_a_question_is_a_section_of_the_space_and_of_its_profiles():
-    assert set(sections()) == {"budget", "controls", "expect"}
+    assert set(sections()) == {"budget", "controls", "expect", "tune"}
     for name, question in sections().items():
         field = Space.model_fields[name]
         assert innermost_model(field.annotation) is innermost_model(question.section_model) is not None

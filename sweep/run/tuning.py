@@ -1,0 +1,54 @@
+"""Running a tuned plan (``tune:``): what is missing of each phase, and each config's chosen rate from the
+recorded selection runs (view ``tune_choice``, ``sweep/questions/tuning.sql``: the one rule, read here and by the
+report alike).
+
+A config's rate is chosen once every one of its selection runs (each rate × each selection seed) is recorded
+(``sweep/run/rerun.py``'s rule: ``ok``, ``diverged``, ``oom`` or ``pruned``); until then none of its verdict seeds
+run. Resuming reads the same rows, so a killed sweep trains no finished run again, and the choice it makes is
+the one it would have made without the kill; ``sweep rerun --seeds N`` adds verdict seeds at the recorded choice
+without selecting again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep.analysis.sql import connect
+from sweep.plan.plan import Missing, Plan
+from sweep.plan.tuning import selection_pairs, verdict_pairs
+from sweep.run.rerun import recorded_pairs
+
+
+def missing_of(pairs: list, recorded: set[tuple[str, int]]) -> list[Missing]:
+    """The (config, seed) pairs of ``pairs`` not in ``recorded``, in order."""
+    return [Missing(config, seed) for config, seed in pairs if (config.config_id, seed) not in recorded]
+
+
+def missing_selection(plan: Plan, results_dir: Path) -> list[Missing]:
+    """The selection runs of ``plan`` the results do not hold yet."""
+    return missing_of(selection_pairs(plan), recorded_pairs(results_dir, plan.space_name))
+
+
+def chosen_rates(plan: Plan, results_dir: Path) -> dict[str, float]:
+    """recipe_config_id → chosen rate, for each config of ``plan`` whose selection runs are all recorded."""
+    recorded = recorded_pairs(results_dir, plan.space_name)
+    waiting = {m.config.label("recipe_config_id") for m in missing_of(selection_pairs(plan), recorded)}
+    ready = [c.config_id for c in plan.configs if c.config_id not in waiting]
+    if not ready:
+        return {}
+    rows = (
+        connect(results_dir)
+        .execute(
+            "SELECT recipe_config_id, chosen_lr FROM tune_choice WHERE space = ? AND metric = ?",
+            [plan.space_name, plan.space.metric.name],
+        )
+        .fetchall()
+    )
+    return {config_id: float(lr) for config_id, lr in rows if config_id in ready}
+
+
+def missing_verdicts(plan: Plan, results_dir: Path) -> tuple[list[Missing], int]:
+    """The verdict runs at each chosen rate the results do not hold, and how many configs have no rate yet."""
+    chosen = chosen_rates(plan, results_dir)
+    missing = missing_of(verdict_pairs(plan, chosen), recorded_pairs(results_dir, plan.space_name))
+    return missing, len(plan.configs) - len(chosen)

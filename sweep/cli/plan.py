@@ -157,7 +157,7 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict], estimate:
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
-    from sweep.metrics import direction_words, tolerance_unit
+    from sweep.headline import direction_words, tolerance_unit
 
     print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
     shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"]),

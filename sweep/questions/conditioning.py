@@ -8,8 +8,8 @@ plan crosses it with the others; ``none`` passes nothing to the worker, so older
 
 from __future__ import annotations
 
+from sweep.headline import Headline
 from sweep.markdown import interval_words, query
-from sweep.metrics import Headline
 from sweep.questions.base import Question
 
 # --- the report ---------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def trials_schema() -> pa.Schema:
         ("status", pa.string()),  # ok | diverged | oom | error | pruned
         ("error", pa.string()),
         ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)
-        ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (sweep/metrics.py)
+        ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (workers/metrics.py)
         ("metric_mode", pa.string()),  # max (higher is better) | min
         ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
         # the headline metric's value for a model that learned nothing on this data set, in the same units

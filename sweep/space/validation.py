@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
-from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
+from sweep.headline import direction_words, tolerance_unit
 from sweep.questions import QUESTIONS
 from sweep.space.model import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from sweep.space.shapes import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
 from workers.data.base import DataNotFoundError
 from workers.distributed import BatchSplitError, per_worker_batch
+from workers.metrics import METRICS, MODALITY_METRICS, natural_mode
 from workers.models import get_family
 from workers.vocabulary import did_you_mean
 

@@ -162,7 +162,10 @@ def toy_space(tmp_path) -> str:
     text = (SPACES / f"{SPACE}.yaml").read_text()
     assert "num_heads: [1, 4, 16, 64]" in text
     path = tmp_path / "toy_axis.yaml"
-    path.write_text(text.replace("num_heads: [1, 4, 16, 64]", "num_heads: [1, 4, 16, 64]\n  toy_patch: [4, 2]"))
+    text = text.replace("num_heads: [1, 4, 16, 64]", "num_heads: [1, 4, 16, 64]\n  toy_patch: [4, 2]")
+    path.write_text(
+        text.replace("baseline: {depth: 4, num_heads: 4}", "baseline: {depth: 4, num_heads: 4, toy_patch: 2}")
+    )
     return str(path)
 
 

@@ -4,7 +4,7 @@ section with the same words as the report (``sweep/analysis/report/``) without i
 
 from __future__ import annotations
 
-from sweep.metrics import format_delta
+from sweep.headline import format_delta
 from sweep.text import format_value, readable
 
 

@@ -69,7 +69,7 @@ def test_no_import_cycle(package):
 # metrics as printed, Markdown, the CLI's choices). The questions are declarations every stage reads, so they
 # sit on the first floor and import no stage; the run needs the results' sink and the analysis (which configs
 # need more seeds), and nothing imports the command line.
-GROUND = ("sweep.errors", "sweep.text", "sweep.metrics", "sweep.markdown", "sweep.choices")
+GROUND = ("sweep.errors", "sweep.text", "sweep.headline", "sweep.markdown", "sweep.choices")
 FLOORS = ("questions", "space", "plan", "results", "analysis", "run", "cli")
 
 

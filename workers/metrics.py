@@ -6,7 +6,7 @@ A :class:`Metric` says what the worker emits under its name (``workers/train.py`
 after every evaluation (then the epochs rows carry it as ``val_<name>``, :func:`epoch_key`). Everything else
 is derived from :data:`METRICS`: the trials and epochs columns (``sweep/results/schema.py``), the sink's epoch
 columns (``sweep/results/sink.py``), the importer's bounds (``sweep/results/importer.py``), the metrics Optuna
-objectives and schedulers may use (``sweep/space/model.py``), and how the report prints a value (``sweep/metrics.py``).
+objectives and schedulers may use (``sweep/space/model.py``), and how the report prints a value (``sweep/headline.py``).
 Adding a metric is one entry here (and the code in the worker that computes it).
 
 A space names one headline metric (``metric: {name, mode, tolerance}``); every trials row carries that

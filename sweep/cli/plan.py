@@ -27,13 +27,14 @@ from sweep.cli.run import load_plan
 
 
 def plan_rows(plan: Plan) -> list[dict]:
-    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns: its labels
-    (``Question.labels``) where some config has one, each after the column it names, and ``plan_columns``."""
+    """``sweep plan``'s table: each config's shape, params and FLOPs, with each question's columns: its axes
+    (``Question.axes``) where some config is off the model as built and its labels (``Question.labels``) where
+    some config has one, each after the column it names, and ``plan_columns``."""
     from sweep.questions import QUESTIONS
 
     rows = []
     several = len(plan.space.families()) > 1
-    labels = shown_labels(plan)
+    labels, axes = shown_labels(plan), shown_axes(plan)
     for config in plan.configs:
         shape = config.shape
         asked = {name: value for q in QUESTIONS for name, value in q.plan_columns(plan, config).items()}
@@ -41,12 +42,13 @@ def plan_rows(plan: Plan) -> list[dict]:
             "config_id": config.config_id, "baseline": config.is_baseline,
             **({"family": shape.family} if several else {}), "depth": shape.depth,
             "num_heads": shape.num_heads,
-            **({"num_kv_heads": asked.pop("num_kv_heads")} if "num_kv_heads" in asked else {}),
             "head_dim": shape.head_dim, "embed_dim": shape.embed_dim,
             "mlp_dim": shape.mlp_dim, "attn_dim": shape.attn_dim, "rule": shape.rule,
             "params": config.params, "flops_per_sample": config.flops_per_sample,
             "seeds": len(plan.seeds), **asked,
         }  # fmt: skip
+        for axis in axes:
+            row = with_column(row, axis.name, shape.as_dict()[axis.name], axis.plan_after)
         for label in labels:
             value = config.label(label.name)
             row = with_column(row, label.name, label.plan_blank if value is None else value, label.plan_after)
@@ -62,6 +64,18 @@ def shown_labels(plan: Plan) -> list:
         label
         for label in declared_labels()
         if label.in_plan and any(c.label(label.name) is not None for c in plan.configs)
+    ]
+
+
+def shown_axes(plan: Plan) -> list:
+    """The declared axes (``Question.axes``) ``sweep plan`` shows: those in the table that some config has off
+    the model as built (a model field its worker config carries)."""
+    from sweep.questions import declared_axes
+
+    return [
+        axis
+        for axis in declared_axes()
+        if axis.in_plan and any(axis.field in c.shape.worker_fields() for c in plan.configs)
     ]
 
 
@@ -157,7 +171,7 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict], estimate:
 
 
 def print_plan_header(plan: Plan, rows: list[dict]) -> None:
-    from sweep.metrics import direction_words, tolerance_unit
+    from sweep.headline import direction_words, tolerance_unit
 
     print(f"space {plan.space_name}, profile {plan.profile or 'none'}: {plan.space.question.strip()}")
     shown = [{**r, "params": human(r["params"]), "flops_per_sample": human(r["flops_per_sample"]),

@@ -3,14 +3,15 @@
 
 :data:`QUESTIONS` is the registry that the space model (its sections), the plan, the validation, the SQL
 loader (their views, in this order, after the core's), ``sweep plan`` and the report loop over, and from
-whose declarations (:func:`declared_labels`) the results schema, the sink, the compat and configs views and
-the plan's columns are derived. Adding a question is one module, its SQL file, and one line here.
+whose declarations (:func:`declared_labels`, :func:`declared_axes`) the results schema, the sink, the
+compat and configs views, the shapes and the plan's columns are derived. Adding a question is one module,
+its SQL file, and one line here.
 """
 
 from __future__ import annotations
 
 from sweep.questions import budget, conditioning, controls, expectations, gqa, tuning
-from sweep.questions.base import Label, Question
+from sweep.questions.base import SHAPE_AXES, Axis, Label, Question
 
 # One line per question, in the order their views load, their plan lines print and their sections appear.
 QUESTIONS: list[Question] = [
@@ -32,3 +33,15 @@ def declared_labels() -> list[Label]:
     """Every question's :class:`~sweep.questions.base.Label` columns, in registry order (read when called, so a
     test's question is seen): the order of their trials, configs and ``sweep plan`` columns."""
     return [label for q in QUESTIONS for label in q.labels]
+
+
+def declared_axes() -> list[Axis]:
+    """Every question's :class:`~sweep.questions.base.Axis`, in registry order (read when called, so a test's
+    question is seen): the order of their trials, configs and ``sweep plan`` columns."""
+    return [axis for q in QUESTIONS for axis in q.axes]
+
+
+def axis_names() -> tuple[str, ...]:
+    """The axes a shape is made of, as a space file names them (``axes:``, ``baseline:``, a published row's
+    ``shape:``): the shape's own, then each question's declared axis."""
+    return (*SHAPE_AXES, *(axis.name for axis in declared_axes()))

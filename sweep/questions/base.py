@@ -7,8 +7,9 @@ block's conditioning (``conditioning``), share key/value heads (``gqa``), check 
 plan (and the issues that stop it), may record what it needs in the sweep's ``spaces`` row, brings its SQL
 views, prints its lines in ``sweep plan`` and writes its section of the report. The plan, the validation, the SQL
 loader, the report and the CLI loop over :data:`sweep.questions.QUESTIONS`; none imports a question's module.
-A question that labels configs declares its columns (:class:`Label`), and the schema, the sink, the compat and
-configs views, the plan's payloads and ``sweep plan``'s table derive theirs from the declarations.
+A question that labels configs declares its columns (:class:`Label`), and one that adds an axis declares it
+(:class:`Axis`); the space's ``axes:``, the shapes, the worker's model config, the schema, the sink, the compat,
+configs and vs_baseline views, the plan's payloads and ``sweep plan``'s table derive theirs from the declarations.
 
 Every hook has a default that does nothing, so a question implements only what it adds: one that only
 compares configs the grid already has (``expectations``: an ``expect:`` block judged against the results) has a
@@ -26,9 +27,12 @@ from typing import Annotated, Any, ClassVar, Protocol, get_args, get_origin
 
 from pydantic import BaseModel
 
-# The axes a shape is made of, in the order a space file lists them (``axes:``, ``baseline:``, a control's
-# ``shape:``): the space and the questions share them.
-AXIS_NAMES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning")
+# The axes every shape has, in the order a space file lists them (``axes:``, ``baseline:``, a control's
+# ``shape:``); the questions' declared axes (:class:`Axis`) follow them (``sweep.questions.axis_names``).
+SHAPE_AXES = ("depth", "num_heads", "head_dim", "embed_dim", "mlp_dim")
+# The shipped questions' axes after them, for the modules that need the names as they import (a control's and an
+# expectation's keys); tests/sweep/questions/test_questions.py holds it equal to ``axis_names()``.
+AXIS_NAMES = (*SHAPE_AXES, "num_kv_heads", "conditioning")
 
 
 # The column types a question may declare, as DuckDB spells them (``sweep/results/schema.py`` maps each to Arrow's).
@@ -61,6 +65,51 @@ class Label:
     plan_after: str | None = None
     plan_blank: Any = None
     words: str = ""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """An axis a question adds to the shapes (``num_kv_heads``, ``conditioning``): a value every config has,
+    that reaches the worker's model config, so (unlike a :class:`Label`) it is part of the config's identity.
+
+    ``name``: its key under ``axes:``, ``baseline:`` and a published row's ``shape:``, the trials and configs
+    column, and the key of ``sweep plan``'s column. ``sql_type``: one of :data:`COLUMN_TYPES`. ``doc``: what it
+    holds, stated exactly (``--print-views`` prints it). ``default``: the value of the model as built, which a
+    space that leaves the axis out has: a shape at it passes the worker nothing, so every config id from before
+    the axis existed is unchanged (None: the model as built has no single value, ``default_sql`` says which).
+    ``default_sql``: the SQL expression a row from before the axis reads as (None: ``default`` as a literal).
+    ``model_field``: the worker's :class:`workers.config.ModelSpec` field it sets (None: its own name); a space's
+    fixed ``model:`` value of that field is the axis's one value when it has none under ``axes:``.
+    ``item_type``: what each value under ``axes:`` is (``int``: whole numbers >= 1, as a list or a range;
+    ``str``: names). ``in_plan``: whether ``sweep plan``'s table shows it, when some config is off the default;
+    ``plan_after``: the column it follows there.
+
+    A declared axis whose name is a field of :class:`sweep.space.shapes.Shape` (the shipped ones) is held there
+    and under ``axes:`` by its own key of :class:`sweep.space.model.Axes`; any other is held in ``Shape.axes``
+    and accepted under ``axes:`` from the declaration alone. From the declaration: the shapes' product, the
+    trials schema's column, the sink's value, the compat view's reading of older rows, the configs view's
+    column, the worker's model field (and so the config id), and ``sweep plan``'s column."""
+
+    name: str
+    sql_type: str
+    doc: str
+    default: Any = None
+    default_sql: str | None = None
+    model_field: str | None = None
+    item_type: type = int
+    in_plan: bool = True
+    plan_after: str | None = "num_heads"
+
+    @property
+    def field(self) -> str:
+        """The worker's model field the axis sets."""
+        return self.model_field or self.name
+
+    def as_built_sql(self) -> str:
+        """The SQL value of a row from before the axis: ``default_sql``, else ``default`` as a literal."""
+        if self.default_sql is not None:
+            return self.default_sql
+        return f"'{self.default}'" if isinstance(self.default, str) else f"{self.default}::{self.sql_type}"
 
 
 class Unbuildable(ValueError):
@@ -125,8 +174,9 @@ class Question:
     ``name``: the key of its answer in ``Plan.answers`` and its name in the docs. ``section``: the top-level
     key of the space file it reads (None: it reads an axis or nothing), ``section_model`` its pydantic model
     (unknown keys rejected) and ``section_default`` the value when the file leaves it out; a profile may
-    override the section as a dict (or a list, for a list section). ``axes``: the axes of ``axes:`` it is
-    about. ``rules_read``: whether the cross-field rules must be skipped when its section is malformed.
+    override the section as a dict (or a list, for a list section). ``axes``: the :class:`Axis` values it adds to
+    every shape (the shapes, the worker's model config, the schema, the views and ``sweep plan``'s table derive
+    theirs from these). ``rules_read``: whether the cross-field rules must be skipped when its section is malformed.
     ``sql``: its views, a file beside this module (loaded after the core views, in registry order).
     ``report_place``: where its report section goes: ``costs`` (after "at equal cost") or ``mechanism``
     (after the κ theory). ``verdict_columns``: trials measurements the report's verdict table adds at its end
@@ -140,7 +190,7 @@ class Question:
     section_model: ClassVar[Any] = None  # a pydantic model, or a typing form such as list[Model]
     section_default: ClassVar[Any] = None
     section_doc: ClassVar[str] = ""
-    axes: ClassVar[tuple[str, ...]] = ()
+    axes: ClassVar[tuple[Axis, ...]] = ()
     sql: ClassVar[str | None] = None
     report_place: ClassVar[str] = "costs"
     verdict_columns: ClassVar[tuple[str, ...]] = ()

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from sweep.headline import Headline, format_delta, format_score
 from sweep.markdown import markdown_table, query
-from sweep.metrics import Headline, format_delta, format_score
 from sweep.questions.base import Label, Planner, Question, Unbuildable
 from sweep.text import plural, shape_words
 from workers.config import PositiveInt, StrictModel

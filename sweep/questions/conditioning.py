@@ -8,9 +8,9 @@ plan crosses it with the others; ``none`` passes nothing to the worker, so older
 
 from __future__ import annotations
 
+from sweep.headline import Headline
 from sweep.markdown import interval_words, query
-from sweep.metrics import Headline
-from sweep.questions.base import Question
+from sweep.questions.base import Axis, Question
 
 # --- the report ---------------------------------------------------------------------------------------------
 
@@ -170,14 +170,19 @@ class ConditioningQuestion(Question):
     """The ``conditioning`` axis: interventions on the attention block's conditioning."""
 
     name = "conditioning"
-    axes = ("conditioning",)
+    axes = (
+        Axis(
+            "conditioning",
+            "VARCHAR",
+            "the intervention on the attention block's conditioning (workers/conditioning.py); "
+            "none: the model as built",
+            default="none",
+            item_type=str,
+            plan_after="seeds",  # after the seeds, before the other questions' columns
+        ),
+    )
     sql = "conditioning.sql"
     report_place = "mechanism"
-
-    def plan_columns(self, plan, config) -> dict:
-        if len(plan.space.axis_values("conditioning")) > 1:  # more than the model as built
-            return {"conditioning": config.shape.conditioning}
-        return {}
 
     def report_section(self, con, space: str, headline: Headline, data) -> str:
         return conditioning_section(con, space, headline)

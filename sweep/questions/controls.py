@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
+from sweep.headline import Headline, format_score
 from sweep.markdown import interval_words, query
-from sweep.metrics import Headline, format_score
 from sweep.questions.base import AXIS_NAMES, Label, Planner, Question
 from sweep.text import human, plural, shape_words
 from workers.config import Conditioning, PositiveInt, StrictModel

@@ -37,8 +37,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from sweep.headline import Headline
 from sweep.markdown import query
-from sweep.metrics import Headline
 from sweep.questions.base import AXIS_NAMES, Planner, Question
 from sweep.text import plural
 from workers.config import StrictModel

@@ -9,14 +9,21 @@ per token and the per-token latency, recorded by the language-model families).
 
 from __future__ import annotations
 
-from sweep.questions.base import Question
+from sweep.questions.base import Axis, Question
 
 
 class GroupedQueryQuestion(Question):
     """The ``num_kv_heads`` axis: grouped-query attention."""
 
     name = "gqa"
-    axes = ("num_kv_heads",)
+    axes = (
+        Axis(
+            "num_kv_heads",
+            "BIGINT",
+            "key/value heads (grouped-query attention); = num_heads for multi-head attention",
+            default_sql="num_heads",  # None in a shape: as many as its heads (Shape.kv_heads)
+        ),
+    )
     # What grouping saves when decoding, beside what it costs: the report's verdict table adds these for a
     # space with grouped configs (sweep/analysis/report/write.py).
     verdict_columns = ("kv_cache_bytes_per_token", "token_latency_ms")
@@ -26,10 +33,6 @@ class GroupedQueryQuestion(Question):
         if kv is not None and (kv > heads or heads % kv):
             return f"num_kv_heads={kv} does not divide num_heads={heads}"
         return None
-
-    def plan_columns(self, plan, config) -> dict:
-        grouped = any(c.shape.kv_heads != c.shape.num_heads for c in plan.configs)  # GQA in the grid
-        return {"num_kv_heads": config.shape.kv_heads} if grouped else {}
 
 
 QUESTION = GroupedQueryQuestion()

@@ -30,8 +30,9 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 
 -- trials, epochs, spaces: the rows of every schema version, read as version 2. A version-1 trials row has
 -- no metric, metric_mode or score (nor the sequence columns): its metric is top1, higher is better, and
--- its score is its top1. A row from before grouped-query attention and conditioning interventions has
--- num_kv_heads = num_heads (multi-head attention) and conditioning 'none' (the model as built); one from
+-- its score is its top1. A row from before a question's axis (listed in the replace below, each with its
+-- definition: Question.axes in sweep/questions/) reads it as the model as built (Axis.default_sql: as many
+-- key/value heads as heads, conditioning 'none'); one from
 -- before a question's label column (listed at the select below, each with its definition: Question.labels in
 -- sweep/questions/) has it NULL, as every config the question does not label; one from before chance levels were
 -- recorded has chance_score NULL (nothing is flagged as at chance), and one from before device-seconds were recorded
@@ -41,18 +42,18 @@ CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.pa
 -- supply the columns that a folder holding only version-1 files lacks.
 CREATE OR REPLACE VIEW trials AS
 SELECT * REPLACE (
+    -- @question-axes (sweep/results/reader.py compat_sql reads each declared axis as the model as built here)
     coalesce(metric, 'top1') AS metric,
     coalesce(metric_mode, 'max') AS metric_mode,
-    CASE WHEN metric IS NULL THEN top1 ELSE score END AS score,
-    coalesce(num_kv_heads, num_heads) AS num_kv_heads,
-    coalesce(conditioning, 'none') AS conditioning)
+    CASE WHEN metric IS NULL THEN top1 ELSE score END AS score)
 FROM (
     FROM trials_files
     UNION ALL BY NAME
     SELECT -- @question-labels (sweep/results/reader.py compat_sql puts each declared label's typed NULL here)
            NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS score, NULL::DOUBLE AS accuracy,
            NULL::DOUBLE AS train_tokens_per_s, NULL::DOUBLE AS infer_tokens_per_s, NULL::BIGINT AS seq_len,
-           NULL::BIGINT AS num_kv_heads, NULL::VARCHAR AS conditioning, NULL::BIGINT AS kv_cache_bytes_per_token,
+           -- @question-axis-nulls (and each declared axis's typed NULL here)
+           NULL::BIGINT AS kv_cache_bytes_per_token,
            NULL::DOUBLE AS token_latency_ms, NULL::DOUBLE AS chance_score, NULL::DOUBLE AS devices_held,
            NULL::DOUBLE AS device_s
     WHERE false

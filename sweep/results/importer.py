@@ -5,7 +5,7 @@ every bad row's number and reason, and nothing is written.
 Each row's headline metric: a row whose ``space`` names a shipped space is judged on that space's metric,
 direction and tolerance (its ``score`` is the ``score`` column, or else the column named after the metric,
 e.g. ``accuracy``); any other row names its metric in a ``metric`` column (``top1`` when it has none), its
-direction in ``metric_mode`` (needed only for a metric ``sweep/metrics.py`` does not know), and its value
+direction in ``metric_mode`` (needed only for a metric ``workers/metrics.py`` does not know), and its value
 in ``score`` or in the metric's own column.
 
 Every cell is read with its column's type in ``sweep/results/schema.py`` whatever it looks like: ``git_sha``,
@@ -35,14 +35,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweep.errors import ImportRejected, ResultsError, SpaceError
-from sweep.metrics import DEFAULT_METRIC, METRICS, direction_words, natural_mode
+from sweep.headline import Headline, direction_words
 from sweep.space.shapes import enumerate_shapes, resolve_baseline
 from sweep.results.reader import read_table
 from sweep.results.schema import SCHEMA_VERSION, TABLES, TRIALS, table_from_rows
 from sweep.results.sink import record_space, write_atomic
 from sweep.space.loader import load_space, shipped_spaces
 from sweep.text import plural
-from workers.metrics import score_of
+from workers.metrics import DEFAULT_METRIC, METRICS, natural_mode, score_of
 from workers.vocabulary import SHAPE_KEYS, STATUSES
 
 REQUIRED = ("space", "seed", "depth", "num_heads", "embed_dim", "mlp_dim", "status", "params")
@@ -63,13 +63,11 @@ REIMPORT = "save it as UTF-8 CSV (or as Parquet) and import it again"
 
 
 @dataclass(frozen=True)
-class SpaceHeadline:
-    """The metric a space is judged on: its name, direction, tolerance (None: the analysis default) and,
-    for a shipped space, its question."""
+class ShippedSpace:
+    """What an import takes from a shipped space: the headline its rows are judged on, its question, its
+    baselines and its family."""
 
-    metric: str
-    mode: str | None
-    tolerance: float | None = None
+    headline: Headline
     question: str | None = None
     baselines: frozenset = frozenset()  # shipped spaces: the baseline shapes' keys (SHAPE_KEY), one per family
     family: str | None = None  # shipped spaces of one model family: that family (rows without one get it)
@@ -80,10 +78,10 @@ class ShippedSettings:
 
     def __init__(self):
         self.names = set(shipped_spaces())
-        self.cache: dict[tuple, SpaceHeadline | str] = {}
+        self.cache: dict[tuple, ShippedSpace | str] = {}
 
-    def get(self, space, profile) -> SpaceHeadline | str | None:
-        """The shipped space's headline; a problem (str) when its profile does not exist; None when
+    def get(self, space, profile) -> ShippedSpace | str | None:
+        """The shipped space's settings; a problem (str) when its profile does not exist; None when
         ``space`` is not a shipped space."""
         if space not in self.names:
             return None
@@ -91,14 +89,11 @@ class ShippedSettings:
         if key not in self.cache:
             try:
                 _, loaded, _ = load_space(space, profile or None)
-                metric = loaded.metric
                 shapes, _ = enumerate_shapes(loaded)
                 baselines = {resolve_baseline(loaded, shapes, family) for family in loaded.families()} - {None}
                 families = loaded.families()
-                self.cache[key] = SpaceHeadline(
-                    metric.name,
-                    metric.mode,
-                    metric.tolerance,
+                self.cache[key] = ShippedSpace(
+                    loaded.metric,
                     loaded.question,
                     frozenset(baselines),
                     families[0] if len(families) == 1 else None,
@@ -317,8 +312,8 @@ def metric_bound_problems(row: dict) -> list[str]:
     return problems
 
 
-def row_problems(row: dict, shipped: SpaceHeadline | str | None = None) -> list[str]:
-    """Every reason ``row`` cannot be a trials row (empty when it can). ``shipped``: the headline of the
+def row_problems(row: dict, shipped: ShippedSpace | str | None = None) -> list[str]:
+    """Every reason ``row`` cannot be a trials row (empty when it can). ``shipped``: the settings of the
     shipped space the row names (or why it cannot be had), None for any other space."""
     problems = [f"{name}: missing" for name in REQUIRED if row.get(name) in (None, "")]
     space = row.get("space")
@@ -351,13 +346,14 @@ def row_problems(row: dict, shipped: SpaceHeadline | str | None = None) -> list[
     return problems
 
 
-def row_headline(row: dict, shipped: SpaceHeadline | None) -> SpaceHeadline:
+def row_headline(row: dict, shipped: ShippedSpace | None) -> Headline:
     """The row's metric and direction: the shipped space's, else the row's ``metric`` (top1 when it has
-    none) with its ``metric_mode`` or, when it has none, the metric's own direction."""
+    none) with its ``metric_mode`` or, when it has none (or one :func:`headline_problems` rejects), the
+    metric's own direction; the tolerance is left to the analysis."""
     if shipped is not None:
-        return shipped
-    metric = present(row, "metric") or DEFAULT_METRIC
-    return SpaceHeadline(metric, present(row, "metric_mode") or natural_mode(metric))
+        return shipped.headline
+    metric, mode = str(present(row, "metric") or DEFAULT_METRIC), present(row, "metric_mode")
+    return Headline(name=metric, mode=mode if mode in ("max", "min") else natural_mode(metric))
 
 
 def row_score(row: dict, metric: str):
@@ -366,10 +362,10 @@ def row_score(row: dict, metric: str):
     return score_of({name: present(row, name) for name in ("score", metric)}, metric)
 
 
-def headline_problems(row: dict, shipped: SpaceHeadline | None) -> list[str]:
+def headline_problems(row: dict, shipped: ShippedSpace | None) -> list[str]:
     """Every reason the row's metric, metric_mode and score cannot stand."""
     headline, given = row_headline(row, shipped), present(row, "metric")
-    metric, natural, mode = headline.metric, natural_mode(headline.metric), present(row, "metric_mode")
+    metric, natural, mode = headline.name, natural_mode(headline.name), present(row, "metric_mode")
     problems = []
     if shipped is not None and given not in (None, metric):
         problems.append(
@@ -425,10 +421,10 @@ def imported_config_id(row: dict) -> str:
     return "imp-" + hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def complete(row: dict, sweep_id: str, index: int, shipped: SpaceHeadline | None = None) -> dict:
+def complete(row: dict, sweep_id: str, index: int, shipped: ShippedSpace | None = None) -> dict:
     """Fill the derived columns an imported row may leave out, its headline metric and score among them."""
     headline = row_headline(row, shipped)
-    row = {**row, "metric": headline.metric, "metric_mode": headline.mode, "score": row_score(row, headline.metric)}
+    row = {**row, "metric": headline.name, "metric_mode": headline.mode, "score": row_score(row, headline.name)}
     row["family"] = row.get("family") or (shipped.family if shipped and shipped.family else "vit")
     row["head_dim"] = int(row.get("head_dim") or int(row["embed_dim"]) // int(row["num_heads"]))
     row["attn_dim"] = int(row["num_heads"]) * row["head_dim"]
@@ -515,8 +511,8 @@ def warn_no_baseline(space: str, results_dir: Path, sweep_id: str) -> None:
     )
 
 
-def shipped_headline(settings: ShippedSettings, row: dict) -> SpaceHeadline | str | None:
-    """The headline of the shipped space the row names (None: not a shipped space, or not readable as one)."""
+def shipped_headline(settings: ShippedSettings, row: dict) -> ShippedSpace | str | None:
+    """The settings of the shipped space the row names (None: not a shipped space, or not readable as one)."""
     space, profile = row.get("space"), present(row, "profile")
     if not isinstance(space, str) or not isinstance(profile, (str, type(None))):
         return None
@@ -525,9 +521,9 @@ def shipped_headline(settings: ShippedSettings, row: dict) -> SpaceHeadline | st
 
 def mark_baselines(rows: list[dict], shipped: list) -> None:
     """For a file without ``is_baseline``: mark the rows of a shipped space whose shape is its baseline's."""
-    for row, headline in zip(rows, shipped, strict=True):
-        if isinstance(headline, SpaceHeadline):
-            row["is_baseline"] = shape_key(row) in headline.baselines
+    for row, space in zip(rows, shipped, strict=True):
+        if isinstance(space, ShippedSpace):
+            row["is_baseline"] = shape_key(row) in space.baselines
 
 
 def shape_key(row: dict) -> tuple:
@@ -555,12 +551,13 @@ def write_all(path: Path, results_dir: Path, sweep_id: str, per_space: dict, set
             written.append(target)
         for space, space_rows in per_space.items():
             first = space_rows[0]
-            headline = settings.get(space, present(first, "profile"))
-            if not isinstance(headline, SpaceHeadline):
-                headline = SpaceHeadline(first["metric"], first["metric_mode"])
+            shipped = settings.get(space, present(first, "profile"))
+            if not isinstance(shipped, ShippedSpace):
+                shipped = ShippedSpace(Headline(name=first["metric"], mode=first["metric_mode"]))
             # A shipped space's question and tolerance; any other: its metric, tolerance left to the analysis
             written.append(Path(results_dir) / "spaces" / space / f"{sweep_id}.parquet")
-            settings_row = (headline.question, headline.metric, headline.mode, headline.tolerance)
+            headline = shipped.headline
+            settings_row = (shipped.question, headline.name, headline.mode, headline.tolerance)
             record_space(results_dir, space, sweep_id, None, *settings_row)
     except OSError as exc:
         for target in written:

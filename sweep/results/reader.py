@@ -26,13 +26,15 @@ import duckdb
 import pyarrow as pa
 
 from sweep.errors import QueryError
-from sweep.questions import declared_labels
+from sweep.questions import declared_axes, declared_labels
 from sweep.results.schema import ALL_TABLES, SCHEMAS, current_schema
 from sweep.text import at_mark
 from sweep.results.storage import Footer, ObjectStore, cached_footer, is_remote, locate, superseded
 
 COMPAT_SQL = Path(__file__).resolve().parent / "compat.sql"  # package data: shipped in the wheel
 LABELS_MARK = "-- @question-labels"  # where compat.sql and core.sql take the questions' label columns
+AXES_MARK = "-- @question-axes"  # where compat.sql reads each question's axis as built, and core.sql takes them
+AXIS_NULLS_MARK = "-- @question-axis-nulls"  # where compat.sql types each question's axis for files without it
 
 
 def label_line(label, expression: str) -> str:
@@ -42,10 +44,14 @@ def label_line(label, expression: str) -> str:
 
 
 def compat_sql() -> str:
-    """``compat.sql`` with a typed NULL for each question's label (``Question.labels``) in the trials view's
-    empty select: a folder whose files predate a label (or hold only version 1) still has its column."""
-    lines = [label_line(label, f"NULL::{label.sql_type}") for label in declared_labels()]
-    return at_mark(COMPAT_SQL.read_text(), LABELS_MARK, lines)
+    """``compat.sql`` with a typed NULL for each question's label (``Question.labels``) and axis
+    (``Question.axes``) in the trials view's empty select: a folder whose files predate one (or hold only
+    version 1) still has its column; and each axis read as the model as built where a row predates it."""
+    labels = [label_line(label, f"NULL::{label.sql_type}") for label in declared_labels()]
+    nulls = [label_line(axis, f"NULL::{axis.sql_type}") for axis in declared_axes()]
+    as_built = [label_line(axis, f"coalesce({axis.name}, {axis.as_built_sql()})") for axis in declared_axes()]
+    text = at_mark(COMPAT_SQL.read_text(), LABELS_MARK, labels)
+    return at_mark(at_mark(text, AXIS_NULLS_MARK, nulls), AXES_MARK, as_built)
 
 
 VERSIONED_TABLES = ("trials", "epochs", "spaces")  # read through `<table>_files` and normalised by compat.sql

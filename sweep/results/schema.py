@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sweep.questions import declared_labels
+from sweep.questions import declared_axes, declared_labels
 from workers.data.glue import GLUE_TASKS
 from workers.metrics import METRICS, epoch_key, epoch_metrics
 
@@ -54,6 +54,11 @@ def label_columns() -> list[tuple[str, pa.DataType]]:
     return [(label.name, ARROW_TYPES[label.sql_type]) for label in declared_labels()]
 
 
+def axis_columns() -> list[tuple[str, pa.DataType]]:
+    """A trials column per question axis (``Question.axes``), in registry order, of its declared type."""
+    return [(axis.name, ARROW_TYPES[axis.sql_type]) for axis in declared_axes()]
+
+
 def trials_schema() -> pa.Schema:
     """The trials table's columns: the metrics' from their definitions, the questions' labels from their
     declarations (read when called)."""
@@ -74,17 +79,16 @@ def trials_schema() -> pa.Schema:
         ("mlp_dim", pa.int64()),
         ("attn_dim", pa.int64()),
         ("head_dim_rule", pa.string()),
-        # key/value heads (grouped-query attention); = num_heads for multi-head attention
-        ("num_kv_heads", pa.int64()),
-        # the intervention on the attention block's conditioning (workers/conditioning.py)
-        ("conditioning", pa.string()),
+        # each question's axes (sweep/questions/: its Question.axes states each one's definition), in registry
+        # order (gqa's key/value heads, then conditioning)
+        *axis_columns(),
         # each question's label columns, in registry order (sweep/questions/): its Question.labels
         # states each one's definition; NULL for a config without the label and in rows from before it existed
         *label_columns(),
         ("status", pa.string()),  # ok | diverged | oom | error | pruned
         ("error", pa.string()),
         ("error_traceback", pa.string()),  # a failed trial's Python traceback (the message is `error`)
-        ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (sweep/metrics.py)
+        ("metric", pa.string()),  # the space's headline metric: top1, accuracy, val_loss, ... (workers/metrics.py)
         ("metric_mode", pa.string()),  # max (higher is better) | min
         ("score", pa.float64()),  # the headline metric's value, in its own units: what the analysis judges
         # the headline metric's value for a model that learned nothing on this data set, in the same units

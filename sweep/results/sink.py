@@ -20,11 +20,10 @@ from pathlib import Path
 from ray import tune
 
 from sweep.errors import ResultsError
-from sweep.metrics import epoch_key
 from sweep.questions import declared_labels
 from sweep.results.schema import SCHEMA_VERSION, TABLES, current_schema, table_from_rows
 from sweep.results.storage import is_remote, write_atomic
-from workers.metrics import epoch_metrics, epoch_score, score_of
+from workers.metrics import epoch_key, epoch_metrics, epoch_score, score_of
 from workers.vocabulary import TrialStatus
 
 log = logging.getLogger("sweep.results.sink")

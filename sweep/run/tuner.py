@@ -25,7 +25,6 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
 from sweep.errors import DataLoadError, SweepInterrupted
-from sweep.metrics import record_key
 from sweep.plan.plan import Plan, devices_held
 from sweep.questions import QUESTIONS
 from sweep.results.sink import ParquetSink, record_space
@@ -38,6 +37,7 @@ from sweep.space import validation
 from sweep.space.model import REPORTED_METRICS, Resources
 from workers.data.registry import load_arrays
 from workers.distributed import DRIVER_CPUS, WorkerPlan
+from workers.metrics import record_key
 from workers.ray_train import run_data_parallel
 from workers.trial import run_trial
 

@@ -16,12 +16,12 @@ import operator
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from sweep.choices import Tracker
-from sweep.metrics import DEFAULT_METRIC, METRICS
-from sweep.questions import QUESTIONS
+from sweep.headline import Headline, with_registry_defaults
+from sweep.questions import QUESTIONS, declared_axes
 from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
 from sweep.space import SPACES_DIR_ENV  # noqa: F401 (read from here too)
 from workers.config import Conditioning, ModelSpec, PositiveInt, ProbeSpec, StrictModel, TrainSpec
@@ -29,7 +29,7 @@ from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
 from workers.distributed import DRIVER_CPUS
 from workers.families.base import DATA_DERIVED_FIELDS
-from workers.metrics import epoch_metrics
+from workers.metrics import METRICS, epoch_metrics
 from workers.models import FAMILIES, VARIANTS
 from workers.vocabulary import did_you_mean
 
@@ -87,7 +87,12 @@ class Range(StrictModel):
 AxisValues = Annotated[list[PositiveInt], Field(min_length=1)] | Range
 
 
-class Axes(StrictModel):
+def axis_form(axis) -> Any:
+    """What ``axes:`` takes for a declared axis (``Question.axes``): whole numbers (a list or a range) or names."""
+    return AxisValues if axis.item_type is int else Annotated[list[axis.item_type], Field(min_length=1)]
+
+
+class KnownAxes(StrictModel):
     """Values to vary. ``head_dim`` is used by the ``fixed_head_dim`` rule only. ``family``: model families
     to run side by side on the same shapes (a control, such as softmax attention beside the Nyströmformer);
     each config is judged against its own family's baseline. ``num_kv_heads``: grouped-query attention's
@@ -112,11 +117,35 @@ class Axes(StrictModel):
         return names
 
     def values(self, name: str) -> list[int] | None:
-        axis = getattr(self, name)
+        """An axis's values, sorted (None: the space does not vary it)."""
+        axis = getattr(self, name, None)
         if axis is None:
             return None
         values = axis.values() if isinstance(axis, Range) else list(axis)
         return sorted(set(values))
+
+
+class Axes(KnownAxes):
+    """:class:`KnownAxes`, and the axes the questions declare (``Question.axes``) that are not among them, each
+    key checked against the declarations when the space is read (so a question registered since is seen) and
+    its values as its declaration says: whole numbers >= 1 (a list or a range) or names."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_axes(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        declared = {axis.name: axis for axis in declared_axes() if axis.name not in KnownAxes.model_fields}
+        rest = {key: value for key, value in data.items() if key not in declared}
+        if any(key not in KnownAxes.model_fields for key in rest):
+            KnownAxes.model_validate(rest)  # raises the usual error for each unknown key, at its path
+        fields = {name: (axis_form(axis) | None, None) for name, axis in declared.items()}
+        given = create_model("DeclaredAxes", __base__=StrictModel, **fields).model_validate(
+            {key: value for key, value in data.items() if key in declared}
+        )
+        return {**rest, **{key: value for key, value in given if value is not None}}
 
 
 class FixedVariant(StrictModel):
@@ -266,33 +295,6 @@ class Resources(StrictModel):
         return self
 
 
-class Metric(StrictModel):
-    """The headline metric the analysis judges this space on (known metrics: ``sweep/metrics.py``).
-
-    ``name``: a metric the space's data set reports (``top1``, ``accuracy``, ``val_loss`` …). ``mode``:
-    ``max`` (higher is better) or ``min``; left out, the metric's own direction. ``tolerance``: how much
-    worse than the baseline, in the metric's own units (points of top-1, nats of loss), still counts as
-    "holds"; choose it from the data set's seed noise (0.5 points suits ImageNet top-1). Left out, the
-    metric's default (0.5 for percentages; metrics in other units have none and must give one).
-    """
-
-    name: str = Field(default=DEFAULT_METRIC, min_length=1)
-    mode: Literal["max", "min"] | None = None
-    tolerance: float | None = Field(default=None, gt=0.0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_defaults(cls, data: Any) -> Any:
-        """Fill ``mode`` and ``tolerance`` from the registry where the file leaves them out."""
-        if not isinstance(data, dict):
-            return data
-        info = METRICS.get(str(data.get("name", DEFAULT_METRIC)))
-        if info is None:
-            return data
-        filled = {"mode": info.mode, "tolerance": info.default_tolerance}
-        return {**data, **{k: v for k, v in filled.items() if data.get(k) is None}}
-
-
 class Published(StrictModel):
     """A configuration from the paper's tables, to set beside the plan's own count (``sweep plan``).
 
@@ -429,7 +431,7 @@ class BaseSpace(StrictModel):
     search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
-    metric: Metric = Metric()
+    metric: Annotated[Headline, BeforeValidator(with_registry_defaults)] = Headline(**with_registry_defaults({}))
     published: list[Published] = Field(default=[])
     log: Log = Log()
     profiles: dict[str, Profile] = Field(default={})
@@ -483,7 +485,7 @@ SECTION_MODELS = {
     "scheduler": Scheduler,
     "resources": Resources,
     "search": OptunaSearchSpec,
-    "metric": Metric,
+    "metric": Headline,
     "log": Log,
     **{name: model for q in QUESTIONS for name, model in q.section_models().items()},
 }

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sweep.errors import ConfigIssue
-from sweep.questions import QUESTIONS
+from sweep.questions import QUESTIONS, declared_axes
 from sweep.questions.base import Unbuildable
 from sweep.space.model import Space
 from workers.config import ModelSpec
@@ -52,6 +52,9 @@ class Shape:
     # The questions' labels of this shape's config, (name, value) pairs sorted by name: the columns a question
     # declares (Question.labels, e.g. budget_way, control). Not model fields: they change no config id and no key().
     labels: tuple[tuple[str, object], ...] = ()
+    # The values of the questions' declared axes that are not fields above (Question.axes), (name, value) pairs
+    # sorted by name, only where off the axis's default: model fields, part of key() and of the config id.
+    axes: tuple[tuple[str, object], ...] = ()
 
     @property
     def attn_dim(self) -> int:
@@ -62,7 +65,17 @@ class Shape:
         return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
 
     def key(self) -> tuple:
-        return (*(getattr(self, name) for name in SHAPE_KEYS), self.family, self.kv_heads, self.conditioning)
+        return (
+            *(getattr(self, name) for name in SHAPE_KEYS),
+            self.family,
+            self.kv_heads,
+            self.conditioning,
+            *self.axes,
+        )
+
+    def axis(self, name: str):
+        """The value of a question's declared axis that is not a field of Shape (its default where unset)."""
+        return dict(self.axes).get(name, next(a.default for a in declared_axes() if a.name == name))
 
     def as_dict(self) -> dict:
         return {
@@ -72,6 +85,7 @@ class Shape:
             "family": self.family,
             "num_kv_heads": self.kv_heads,
             "conditioning": self.conditioning,
+            **{axis.name: self.axis(axis.name) for axis in other_axes()},
         }
 
     def label(self, name: str):
@@ -90,7 +104,30 @@ class Shape:
             fields["num_kv_heads"] = self.kv_heads
         if self.conditioning != "none":
             fields["conditioning"] = self.conditioning
+        fields.update({axis.field: self.axis(axis.name) for axis in other_axes() if axis.name in dict(self.axes)})
         return fields
+
+
+SHAPE_FIELDS = frozenset(field.name for field in dataclasses.fields(Shape))
+
+
+def other_axes() -> list:
+    """The questions' declared axes (``Question.axes``) that are not fields of :class:`Shape`, held in
+    ``Shape.axes`` from their declarations alone."""
+    return [axis for axis in declared_axes() if axis.name not in SHAPE_FIELDS]
+
+
+def other_axis_values(space: Space) -> list[tuple[tuple[str, object], ...]]:
+    """Every combination of the values of :func:`other_axes` (one empty one when there are none), each as the
+    (name, value) pairs a :class:`Shape` holds: sorted by name, only those off the axis's default."""
+    axes = other_axes()
+    values = [space.axes.values(axis.name) or [axis.default] for axis in axes]
+    return [
+        tuple(
+            sorted((axis.name, value) for axis, value in zip(axes, combination, strict=True) if value != axis.default)
+        )
+        for combination in itertools.product(*values)
+    ]
 
 
 @dataclass(frozen=True)
@@ -109,7 +146,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
     conditionings = space.axis_values("conditioning")
     for rule in space.head_dim_rule:
         head_dims = space.axis_values("head_dim") if rule == "fixed_head_dim" else [None]
-        for family, depth, heads, width, mlp, head_dim, kv, conditioning in itertools.product(
+        for family, depth, heads, width, mlp, head_dim, kv, conditioning, others in itertools.product(
             space.families(),
             axes["depth"],
             axes["num_heads"],
@@ -118,6 +155,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
             head_dims,
             kv_heads,
             conditionings,
+            other_axis_values(space),
         ):
             combo = {
                 "depth": depth,
@@ -128,6 +166,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                 "family": family,
                 **({"num_kv_heads": kv} if kv is not None else {}),
                 **({"conditioning": conditioning} if conditioning != "none" else {}),
+                **dict(others),
             }
             if reason := next(filter(None, (q.combination_rule(combo) for q in QUESTIONS)), None):
                 removed.append(Removed(combo, reason))
@@ -142,7 +181,7 @@ def enumerate_shapes(space: Space) -> tuple[list[Shape], list[Removed]]:
                     removed.append(Removed(combo, f"num_heads={heads} does not divide embed_dim={width}"))
                     continue
                 head_dim = width // heads
-            shape = Shape(depth, heads, head_dim, width, mlp, rule, family, kv, conditioning)
+            shape = Shape(depth, heads, head_dim, width, mlp, rule, family, kv, conditioning, axes=others)
             reason = constraint_violation(space, shape)
             if reason:
                 removed.append(Removed(shape.as_dict(), reason))
@@ -186,12 +225,12 @@ def model_fields(space: Space, shape: Shape) -> dict:
     specific = {
         k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
     }
-    common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}, **shape.worker_fields()}
+    common = {"family": shape.family, **{k: getattr(shape, k) for k in SHAPE_KEYS}}
     from_data = space.data.model_fields_from_data()
     if family.modality != "image":
-        return {**common, **from_data, **specific}
+        return {**common, **from_data, **specific, **shape.worker_fields()}
     image = {"patch_size": fixed.patch_size, "qkv_bias": fixed.qkv_bias, "drop_path_rate": fixed.drop_path_rate}
-    return {**common, **image, **from_data, **specific}
+    return {**common, **image, **from_data, **specific, **shape.worker_fields()}  # an axis overrides a fixed field
 
 
 def freeze(fields: dict) -> tuple:
@@ -288,15 +327,22 @@ def survey(space: Space) -> Survey:
 def resolve_baseline(space: Space, shapes: list[Shape], family: str | None = None) -> tuple | None:
     """The key of the shape of ``family`` (default: ``model.family``) matching every value the baseline
     names, or None. Where the baseline leaves the extra axes out it takes multi-head attention (as many
-    key/value heads as heads) and the space's first conditioning (``none`` unless the space says otherwise)."""
+    key/value heads as heads), the space's first conditioning (``none`` unless the space says otherwise) and the
+    first value of every other declared axis."""
     defaults = {"conditioning": space.axis_values("conditioning")[0]}
+    defaults.update({axis.name: (space.axes.values(axis.name) or [axis.default])[0] for axis in other_axes()})
     wanted = {**defaults, **space.baseline, "family": family or space.model.family}
     if "num_kv_heads" in wanted:
         wanted["kv_heads"] = wanted.pop("num_kv_heads")
-    matches = [s for s in shapes if all(getattr(s, k) == v for k, v in wanted.items())]
+    matches = [s for s in shapes if all(shape_value(s, k) == v for k, v in wanted.items())]
     if "kv_heads" not in wanted:
         matches.sort(key=lambda s: s.kv_heads != s.num_heads)  # multi-head attention first
     return matches[0].key() if len(matches) >= 1 else None
+
+
+def shape_value(shape: Shape, name: str):
+    """A shape's value of ``name``: a field of :class:`Shape`, else a declared axis (:func:`other_axes`)."""
+    return getattr(shape, name) if name in SHAPE_FIELDS or name == "kv_heads" else shape.axis(name)
 
 
 @lru_cache(maxsize=4096)

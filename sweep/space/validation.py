@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 
 from sweep.errors import MISSING, ConfigIssue, DataUnavailableError
-from sweep.metrics import METRICS, MODALITY_METRICS, direction_words, natural_mode, tolerance_unit
-from sweep.questions import QUESTIONS
-from sweep.space.model import AXIS_NAMES, EPOCH_METRICS, REPORTED_METRICS, Space, known_families
+from sweep.headline import direction_words, tolerance_unit
+from sweep.questions import QUESTIONS, axis_names
+from sweep.space.model import EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from sweep.space.shapes import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
 from workers.data.base import DataNotFoundError
 from workers.distributed import BatchSplitError, per_worker_batch
+from workers.metrics import METRICS, MODALITY_METRICS, natural_mode
 from workers.models import get_family
 from workers.vocabulary import did_you_mean
 
@@ -103,14 +104,15 @@ def axis_value_issues(space: Space, file: str) -> list[ConfigIssue]:
 def key_name_issues(space: Space, file: str) -> list[ConfigIssue]:
     """The baseline's and each published shape's keys are axis names."""
     issues: list[ConfigIssue] = []
+    names = axis_names()  # with the axes the questions declare (Question.axes), read now
     for key in space.baseline:
-        if key not in AXIS_NAMES:
-            rule = f"baseline keys must be among {', '.join(AXIS_NAMES)}"
+        if key not in names:
+            rule = f"baseline keys must be among {', '.join(names)}"
             issues.append(ConfigIssue(file, f"baseline.{key}", rule, key, "remove it"))
     for index, published in enumerate(space.published):
         for key in published.shape:
-            if key not in AXIS_NAMES:
-                path, rule = f"published[{index}].shape.{key}", f"keys must be among {', '.join(AXIS_NAMES)}"
+            if key not in names:
+                path, rule = f"published[{index}].shape.{key}", f"keys must be among {', '.join(names)}"
                 issues.append(ConfigIssue(file, path, rule, key, "remove it"))
     return issues
 

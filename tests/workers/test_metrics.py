@@ -373,9 +373,9 @@ def test_each_epoch_reports_every_held_out_metric_under_its_record_name():
 
 
 def test_the_analysis_default_tolerance_is_the_registrys(tmp_path):
-    """A space that names no tolerance is judged at sweep.metrics.DEFAULT_TOLERANCE by the SQL views and by
+    """A space that names no tolerance is judged at workers.metrics.DEFAULT_TOLERANCE by the SQL views and by
     the report alike: verdicts.sql's fallback is the same number as the registry's (one default, two languages)."""
-    from sweep.metrics import DEFAULT_TOLERANCE, METRICS
+    from workers.metrics import DEFAULT_TOLERANCE, METRICS
 
     rows = [trial_row("untold", d, h, seed, 80.0) for (d, h) in ((4, 4), (2, 4)) for seed in range(2)]
     results = tmp_path / "results"

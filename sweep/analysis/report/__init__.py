@@ -16,7 +16,7 @@ units and direction.
 The skeleton is ``write.py``; this face hands on the names scripts and tests use, loaded on first use, so that
 importing the package loads no plotting library. The words the report shares with the questions' sections
 live beneath both: ``sweep/markdown.py`` (tables, intervals), ``sweep/text.py`` (shapes in words) and
-``sweep/metrics.py`` (``Headline``).
+``sweep/headline.py`` (``Headline``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import dataclasses
 
 from sweep.analysis.hints import Hints
 from sweep.analysis.report.data import ReportData
-from sweep.metrics import Headline, direction_words, format_delta, format_score
+from sweep.headline import Headline, direction_words, format_delta, format_score
 from sweep.text import heads_per_kv_head, heads_words, kv_words, plural, shape_words
 
 

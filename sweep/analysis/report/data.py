@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweep.analysis.hints import Hints
+from sweep.headline import Headline
 from sweep.markdown import query
-from sweep.metrics import Headline
 
 KAPPA_EPOCHS_SQL = """
 SELECT t.config_id, t.family, t.depth, t.num_heads, t.head_dim, e.epoch, avg(e.kappa_mean) AS kappa_mean

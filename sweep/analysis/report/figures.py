@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 
 from sweep.analysis.report.data import ReportData
 from sweep.analysis.report.sections import KappaTraining
+from sweep.headline import Headline, direction_words, format_delta
 from sweep.markdown import KAPPA_RANK_DEFICIENT
-from sweep.metrics import Headline, direction_words, format_delta
 from sweep.text import heads_per_kv_head, is_grouped, readable, short_shape
 
 VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}

@@ -1,9 +1,10 @@
-"""The metric a report judges on (its name, direction and tolerance: :class:`sweep.metrics.Headline`), found once
+"""The metric a report judges on (its name, direction and tolerance: :class:`sweep.headline.Headline`), found once
 per report from the views."""
 
 from __future__ import annotations
 
-from sweep.metrics import DEFAULT_TOLERANCE, Headline
+from sweep.headline import Headline
+from workers.metrics import DEFAULT_TOLERANCE
 
 
 def find_headline(con, space: str) -> Headline:
@@ -16,4 +17,5 @@ def find_headline(con, space: str) -> Headline:
         [space],
     ).fetchone()
     row = con.execute("SELECT max(tolerance) FROM vs_baseline WHERE space = ? AND metric = ?", [space, name]).fetchone()
-    return Headline(name, mode, row[0] if row and row[0] is not None else DEFAULT_TOLERANCE)
+    tolerance = row[0] if row and row[0] is not None else DEFAULT_TOLERANCE
+    return Headline(name=name, mode=mode, tolerance=tolerance)

@@ -24,7 +24,7 @@ from plotly.colors import diverging
 from plotly.subplots import make_subplots
 
 from sweep.analysis.report.data import ReportData
-from sweep.metrics import Headline, direction_words, format_delta, format_score
+from sweep.headline import Headline, direction_words, format_delta, format_score
 from sweep.text import kv_words, plural, short_shape
 
 # (column of `configs`, axis title): the costs the Pareto panels put the score against

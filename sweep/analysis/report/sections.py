@@ -9,8 +9,8 @@ import math
 from typing import NamedTuple
 
 from sweep.analysis.report.data import ReportData
+from sweep.headline import Headline, format_delta
 from sweep.markdown import markdown_table
-from sweep.metrics import Headline, format_delta
 from sweep.plan.theory import parametrisations, prediction, theory_rows
 from sweep.text import format_value, shape_words
 from workers.rank_correlation import spearman_rho

@@ -30,8 +30,8 @@ from sweep.analysis.report.tables import (
 )
 from sweep.analysis.sql import connect
 from sweep.errors import UsageError
+from sweep.headline import Headline
 from sweep.markdown import markdown_table, query
-from sweep.metrics import Headline
 from sweep.questions import QUESTIONS
 from sweep.text import plural, with_kv
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sweep.questions import QUESTIONS, declared_labels
-from sweep.results.reader import LABELS_MARK, compat_sql, label_line
+from sweep.questions import QUESTIONS, declared_axes, declared_labels
+from sweep.results.reader import AXES_MARK, LABELS_MARK, compat_sql, label_line
 from sweep.text import at_mark
 
+AXIS_COLUMNS_MARK = "-- @question-axis-columns"  # where a view after configs names each question's axis
 VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
 # In this order, before the questions' own files
 CORE_FILES = ("macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql")
@@ -35,9 +36,13 @@ def views_text() -> str:
 
 def core_sql(name: str) -> str:
     """A core file's text, with each question's label (``Question.labels``) at its mark in ``configs``: the
-    label's aggregate over the config's rows (``Label.in_configs``)."""
+    label's aggregate over the config's rows (``Label.in_configs``); and each question's axis
+    (``Question.axes``), one value per config in ``configs`` and named in ``vs_baseline``."""
     lines = [label_line(label, f"{label.in_configs}({label.name})") for label in declared_labels()]
-    return at_mark((VIEWS_DIR / name).read_text(), LABELS_MARK, lines)
+    axes = [label_line(axis, f"any_value({axis.name})") for axis in declared_axes()]
+    named = [f"{axis.name},  -- {' '.join(axis.doc.split())}" for axis in declared_axes()]
+    text = at_mark((VIEWS_DIR / name).read_text(), LABELS_MARK, lines)
+    return at_mark(at_mark(text, AXES_MARK, axes), AXIS_COLUMNS_MARK, named)
 
 
 def analysis_views() -> list[str]:

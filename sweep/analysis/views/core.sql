@@ -63,8 +63,7 @@ SELECT
     any_value(mlp_dim) AS mlp_dim,
     any_value(attn_dim) AS attn_dim,
     any_value(head_dim_rule) AS head_dim_rule,
-    any_value(num_kv_heads) AS num_kv_heads,
-    any_value(conditioning) AS conditioning,
+    -- @question-axes (sweep/analysis/views/__init__.py core_sql puts each declared axis here, Question.axes)
     -- @question-labels (sweep/analysis/views/__init__.py core_sql puts each declared label's aggregate here)
     CASE WHEN bool_or(tune_phase = 'verdict') THEN 'tuned' ELSE 'untuned' END AS lr_arm,
     bool_or(is_baseline) AS is_baseline,
@@ -122,7 +121,9 @@ learned AS (
     FROM seeds WHERE NOT stuck GROUP BY ALL
 )
 SELECT s.space, s.metric, s.metric_mode, s.family, s.config_id, s.is_baseline, s.depth, s.num_heads, s.head_dim,
-       s.embed_dim, s.mlp_dim, s.num_kv_heads, s.conditioning, s.seed, s.trial_id, s.score, s.chance_score,
+       s.embed_dim, s.mlp_dim,
+       -- @question-axis-columns (core_sql names each declared axis here, Question.axes: only seeds has them)
+       s.seed, s.trial_id, s.score, s.chance_score,
        l.siblings_learned, l.siblings_mean
 FROM seeds s JOIN learned l USING (space, config_id, metric)
 WHERE s.stuck

@@ -118,7 +118,8 @@ gains AS (
 )
 SELECT
     space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim, head_dim_rule,
-    num_kv_heads, conditioning, lr_arm, is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
+    -- @question-axis-columns (sweep/analysis/views/__init__.py core_sql names each declared axis here, Question.axes)
+    lr_arm, is_baseline, n_seeds, b_n AS baseline_seeds, n_failed, metric, metric_mode, score_mean, score_sd,
     b_mean AS baseline_score, delta, delta_lo, delta_hi, welch_df, tol AS tolerance, gain, gain_lo, gain_hi,
     100.0 * (params - b_params) / b_params AS delta_params_pct,
     100.0 * (train_samples_per_s - b_train) / b_train AS delta_train_throughput_pct,

@@ -104,10 +104,10 @@ def test_conditioning_vs_heads_matches_scipy_and_gives_each_verdict(planted):
 
 
 def conditioning_report(con, space="cond"):
-    from sweep.metrics import Headline
+    from sweep.headline import Headline
     from sweep.questions.conditioning import conditioning_section
 
-    return conditioning_section(con, space, Headline("top1", "max", 0.5))
+    return conditioning_section(con, space, Headline(name="top1", mode="max", tolerance=0.5))
 
 
 def test_the_report_says_whether_conditioning_reproduces_the_heads_effect(planted):

@@ -17,8 +17,8 @@ from sweep.analysis.report import write_report
 from sweep.analysis.sql import connect
 from sweep.cli import main
 from sweep.errors import SpaceError
+from sweep.headline import Headline
 from sweep.markdown import query as report_query
-from sweep.metrics import Headline
 from sweep.plan.plan import compare_published, make_plan
 from sweep.questions.controls import control_rows, control_section
 from sweep.results.importer import import_file
@@ -282,7 +282,7 @@ def test_report_is_honest_about_single_seeds(tmp_path):
     rows = [r for r in planted_rows("one") if r["seed"] == 0]
     results = tmp_path / "results"
     import_file(write_csv(tmp_path / "one.csv", rows), results)
-    headline, con = Headline("top1", "max", 0.5), connect(results)
+    headline, con = Headline(name="top1", mode="max", tolerance=0.5), connect(results)
     configs, rows = report_query(con, "FROM configs"), report_query(con, "FROM mlp_control")
     text = control_section(configs, rows, headline)
     assert "single seed: no interval" in text and "never significant" in text

@@ -89,3 +89,16 @@ def test_a_registered_question_removes_combinations_and_prints_its_plan_lines(to
     assert main(["plan", "local_digits", "--format", "json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert found["toy"] == len(found["trials"]) == len(plan.configs)
+
+
+def test_the_shipped_axis_names_are_the_declared_ones():
+    """``AXIS_NAMES`` (read as modules import) names the shape's axes and then every shipped question's declared
+    axis, as ``axis_names()`` reads them from the registry."""
+    from sweep.questions import axis_names, declared_axes
+    from sweep.questions.base import AXIS_NAMES, SHAPE_AXES
+
+    assert AXIS_NAMES == axis_names() == (*SHAPE_AXES, "num_kv_heads", "conditioning")
+    assert [(a.name, a.sql_type, a.as_built_sql()) for a in declared_axes()] == [
+        ("num_kv_heads", "BIGINT", "num_heads"),
+        ("conditioning", "VARCHAR", "'none'"),
+    ]

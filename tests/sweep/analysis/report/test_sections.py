@@ -15,9 +15,9 @@ from sweep.analysis.report.sections import (
     loader_bound_section,
     theory_section,
 )
-from sweep.metrics import Headline
+from sweep.headline import Headline
 
-TOP1 = Headline("top1", "max", 0.5)
+TOP1 = Headline(name="top1", mode="max", tolerance=0.5)
 
 
 def report_data(**rows) -> ReportData:

@@ -154,8 +154,8 @@ def generated_token_latency_ms(
     docstring). The latency is the median over the timed pairs of (T-token time − 1-token time) / (T − 1):
     the cost of one decoding step, without the prefill. Differences are taken within a pair, run back to
     back, because the load on a shared machine drifts between pairs (a difference of two medians taken
-    over different pairs went negative on a loaded 2-core machine). Needs the model's ``generate(input_ids, new_tokens)``
-    (``CausalLM``).
+    over different pairs went negative on a loaded 2-core machine). Needs the model's
+    ``generate(input_ids, new_tokens)`` (``CausalLM``).
     """
     ids = window.reshape(1, -1)
     prompt = ids[:, : max(ids.shape[1] // 2, 1)]

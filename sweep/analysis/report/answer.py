@@ -301,7 +301,7 @@ def edges_section(headline: Headline, data: ReportData) -> list[str]:
 
 
 # The views (and what they read) that the answer's headline queries.
-ANSWER_READS = ("trials", "configs", "space_settings", "vs_baseline")
+ANSWER_READS = ("trials", "configs", "space_settings", "vs_baseline", "tune_choice")
 
 
 def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:

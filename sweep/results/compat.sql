@@ -22,10 +22,24 @@
 --
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
-CREATE OR REPLACE VIEW trials_files AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW epochs_files AS FROM read_parquet('results/epochs/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW kappa AS FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.parquet', union_by_name = true);
+-- A compacted file's rows replace those of the files its `sweep.replaces` metadata names, which are kept for a
+-- retention period after it is written (docs/schema.md): each view leaves those files out.
+CREATE OR REPLACE VIEW trials_files AS
+  FROM read_parquet('results/trials/**/*.parquet', union_by_name = true, filename = true) SELECT * EXCLUDE (filename)
+  WHERE filename NOT IN (SELECT parse_dirpath(file_name) || '/' || unnest(from_json(decode(value), '["VARCHAR"]'))
+                         FROM parquet_kv_metadata('results/trials/**/*.parquet') WHERE decode(key) = 'sweep.replaces');
+CREATE OR REPLACE VIEW epochs_files AS
+  FROM read_parquet('results/epochs/**/*.parquet', union_by_name = true, filename = true) SELECT * EXCLUDE (filename)
+  WHERE filename NOT IN (SELECT parse_dirpath(file_name) || '/' || unnest(from_json(decode(value), '["VARCHAR"]'))
+                         FROM parquet_kv_metadata('results/epochs/**/*.parquet') WHERE decode(key) = 'sweep.replaces');
+CREATE OR REPLACE VIEW kappa AS
+  FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true, filename = true) SELECT * EXCLUDE (filename)
+  WHERE filename NOT IN (SELECT parse_dirpath(file_name) || '/' || unnest(from_json(decode(value), '["VARCHAR"]'))
+                         FROM parquet_kv_metadata('results/kappa/**/*.parquet') WHERE decode(key) = 'sweep.replaces');
+CREATE OR REPLACE VIEW spaces_files AS
+  FROM read_parquet('results/spaces/**/*.parquet', union_by_name = true, filename = true) SELECT * EXCLUDE (filename)
+  WHERE filename NOT IN (SELECT parse_dirpath(file_name) || '/' || unnest(from_json(decode(value), '["VARCHAR"]'))
+                         FROM parquet_kv_metadata('results/spaces/**/*.parquet') WHERE decode(key) = 'sweep.replaces');
 -- @base-tables-end
 
 -- trials, epochs, spaces: the rows of every schema version, read as version 2. A version-1 trials row has

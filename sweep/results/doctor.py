@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from sweep.errors import DoctorError
 from sweep.results.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
 from sweep.results.reader import footer, footer_problem
-from sweep.results.storage import ObjectStore, is_remote, superseded
+from sweep.results.storage import ObjectStore, age_s, is_remote, retention_s, superseding
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
@@ -120,6 +120,13 @@ def content_problems(data: pa.Table, table: str, shown) -> tuple[list[str], list
     return problems, notes
 
 
+def expired(replaced: dict[str, str], filesystem=None) -> set[str]:
+    """The superseded files kept past the retention period (``sweep/results/compact.py``): within it they are kept
+    on purpose, for readers that listed them before their compacted file was written, and are no finding."""
+    keep_s = retention_s()
+    return {path for path, by in replaced.items() if (age := age_s(by, filesystem)) is None or age >= keep_s}
+
+
 def superseded_message(path) -> str:
     return (
         f"{path}: its rows are in a compacted file beside it (a compaction stopped before deleting it); the "
@@ -180,7 +187,7 @@ def examine(results_dir: Path) -> tuple[int, list[Finding]]:
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
         paths = sorted((results_dir / table).glob("**/*.parquet"))
-        replaced = superseded([(str(path), footer(path)) for path in paths])
+        replaced = expired(superseding([(str(path), footer(path)) for path in paths]))
         for path in paths:
             checked += 1
             if str(path) in replaced:
@@ -201,7 +208,7 @@ def examine_store(store: ObjectStore) -> tuple[int, list[Finding]]:
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
         footers = store.footers(table)
-        replaced = superseded(footers)
+        replaced = expired(superseding(footers), store.filesystem)
         good, bad = store.readable(table)
         checked += len(footers)
         findings += [Finding(path, f"{store.uri_of(path)}: {problem}") for path, problem in bad if path not in replaced]

@@ -58,7 +58,7 @@ class Compaction:
     """What compacting one space did: files merged and written, superseded files deleted, folders left."""
 
     space: str
-    merged: int = 0  # files whose rows went into a compacted file (and were then deleted)
+    merged: int = 0  # files whose rows went into a compacted file (kept for the retention period, then deleted)
     written: int = 0  # compacted files written
     leftovers: int = 0  # superseded files past the retention period (or left by an interrupted compaction), now deleted
     retained: int = 0  # files merged now and kept for the retention period (storage.retention_s)
@@ -166,13 +166,14 @@ def compact_space(results, space: str) -> Compaction:
 
 
 def compact_folder(where: Folder, table: str, folder: str, footers: list[tuple[str, Footer]], outcome) -> None:
-    """One sweep folder: delete what a compacted file already holds, then merge the readable rest, if more
-    than one file, into a new compacted file that names them, and delete them."""
+    """One sweep folder: delete what a compacted file written more than the retention period ago holds, then
+    merge the readable rest, if more than one file, into a new compacted file that names them (deleted at once
+    only with a retention of 0; else by a compaction after the retention period)."""
     replaced = superseding(footers)
     keep_s = retention_s()
+    ages = {by: where.age_s(by) for by in set(replaced.values())}  # one request per compacted file, not per file
     for path, by in sorted(replaced.items()):
-        age = where.age_s(by)
-        if age is not None and age < keep_s:
+        if ages[by] is not None and ages[by] < keep_s:
             continue  # within the retention period: a reader that listed it before `by` existed may read it
         where.delete(path)
         outcome.leftovers += 1
@@ -188,7 +189,7 @@ def compact_folder(where: Folder, table: str, folder: str, footers: list[tuple[s
     names = [split_path(path)[1] for path, _ in live]
     merged = merged.replace_schema_metadata({REPLACES_KEY: json.dumps(names).encode()})
     where.write(f"{folder}/{COMPACTED_PREFIX}{uuid.uuid4().hex[:12]}.parquet", merged)  # the commit
-    if retention_s() == 0:
+    if keep_s == 0:
         for path, _ in live:
             where.delete(path)
     else:

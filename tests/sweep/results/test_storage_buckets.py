@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -300,3 +301,36 @@ def test_a_sweep_killed_mid_way_resumes_against_the_bucket_nothing_lost_nothing_
     assert "nothing missing" in capsys.readouterr().err
     assert main(["rerun", str(path), "--seeds", "2", "--results", prefix, "--dry-run"]) == 0
     assert "nothing missing" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_queries_in_a_loop_during_a_compaction_on_the_bucket_all_answer_right(prefix, capsys):
+    """Issue 38: `sweep sql` run again and again while a compaction merges 600 objects on the bucket (kept for
+    the retention period, as on a folder): every answer right, none failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    from sweep.results.schema import table_from_rows
+
+    store = ObjectStore(prefix)
+
+    def put(index: int) -> None:
+        row = {"space": "unit", "sweep_id": f"s{index % 4}", "trial_id": f"t{index}", "config_id": f"c{index}",
+               "seed": index % 4, "status": "ok"}  # fmt: skip
+        store.put_parquet(f"trials/unit/s{index % 4}/t{index}.parquet", table_from_rows("trials", [row]))
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(600)))
+    assert isinstance(store.filesystem, pa.fs.FileSystem)
+    done, answers = threading.Event(), []
+    worker = threading.Thread(target=lambda: (compact_space(store, "unit"), done.set()))
+    worker.start()
+    while not done.is_set() or len(answers) < 3:
+        answers.append(main(["sql", "SELECT count(*) AS n FROM trials", "--results", prefix, "--format", "csv"]))
+        out, err = capsys.readouterr()
+        assert out.split() == ["n", "600"], (out, err)
+    worker.join()
+    assert answers == [0] * len(answers) and len(answers) >= 3
+    assert sum(n.split("/")[-1].startswith(COMPACTED_PREFIX) for n in objects(prefix)) == 4
+    assert len(objects(prefix)) == 604  # the merged objects kept for the retention period

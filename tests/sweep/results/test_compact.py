@@ -112,17 +112,18 @@ def test_compacting_reads_every_row_as_before_from_one_file_per_sweep_and_table(
     (outcome,) = [o for o in compact(results) if o.space == "unit"]
     assert (outcome.merged, outcome.written, outcome.leftovers) == (3 * 11, 3 * 2, 0)
     assert same(snapshot(results), before)
-    kept = 3 * len(PLANTED_MEANS) + 11  # the merged files, kept beside the compacted ones for the retention period
-    for table in TABLES:  # one compacted file per sweep folder and table (the import's one folder too)
+    kept = {"trials": 3 * len(PLANTED_MEANS) + 11, "epochs": 11, "kappa": 11}  # merged, kept for the retention
+    for table in TABLES:  # one compacted file per sweep folder and table (the import's trials, one per row, too)
         files = parquet_files(results, table)
-        assert sum(f.split("/")[-1].startswith(COMPACTED_PREFIX) for f in files) == 3 and len(files) == 3 + kept
+        compacted = sum(f.split("/")[-1].startswith(COMPACTED_PREFIX) for f in files if "plant" not in f)
+        assert compacted == 2 and len(files) == 3 + kept[table]
     assert len(list((results / "spaces").rglob("*.parquet"))) == 1  # one per sweep already: left as it is
     again = compact(results)  # nothing left to merge, and the merged files are within their retention: kept
     assert all(o.merged == o.written == o.leftovers == 0 for o in again) and same(snapshot(results), before)
-    assert len(parquet_files(results)) == 3 + kept
+    assert len(parquet_files(results)) == 3 + kept["trials"]
     assert main(["doctor", "--results", str(results)]) == 0  # files kept for the retention period are no finding
     monkeypatch.setenv(RETENTION_ENV, "0")  # past the retention period, the next compaction deletes them
-    assert sum(o.leftovers for o in compact(results)) == 3 * 11 + kept - 11 and same(snapshot(results), before)
+    assert sum(o.leftovers for o in compact(results)) == sum(kept.values()) and same(snapshot(results), before)
     for table in TABLES:  # an import's folders held one file each
         files = parquet_files(results, table)
         assert len(files) == 3 and all(f.split("/")[-1].startswith(COMPACTED_PREFIX) for f in files if "plant" not in f)

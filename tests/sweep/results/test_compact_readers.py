@@ -119,7 +119,7 @@ def test_forced_order_list_then_delete_then_read_with_retention_zero_answers_in_
 @pytest.mark.slow
 def test_plain_duckdb_over_the_printed_views_in_a_loop_during_a_compaction_answers_right(tmp_path):
     results = tmp_path / "results"
-    plant(results, 300, sweeps=4)  # 1,200 files
+    plant(results, 60, sweeps=4)  # 240 files: each plain query reads every footer twice (docs/schema.md)
     for table in ("epochs", "kappa", "spaces"):
         write_atomic(table_from_rows(table, []), results / table / "unit" / "s0" / "empty.parquet")
     os.chdir(tmp_path)
@@ -128,10 +128,10 @@ def test_plain_duckdb_over_the_printed_views_in_a_loop_during_a_compaction_answe
     done, answers = threading.Event(), []
     worker = threading.Thread(target=lambda: (compact_space(results, "unit"), done.set()))
     worker.start()
-    while not done.is_set() or len(answers) < 3:
+    while not done.is_set() or len(answers) < 2:
         answers.append(con.execute("SELECT count(*) FROM trials").fetchone()[0])
     worker.join()
-    assert answers == [1200] * len(answers)
+    assert answers == [240] * len(answers)
 
 
 @pytest.mark.slow

@@ -79,4 +79,6 @@ def main(argv: list[str] | None = None) -> int:
 def one_line(exc: BaseException) -> str:
     """``FileNotFoundError: no such file …`` on one line (the first line of a multi-line message)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    if not text:  # a library's error without words (DuckDB's can be): say what is known, as a sentence
+        return f"{type(exc).__module__}.{type(exc).__name__} was raised with no message"
+    return f"{type(exc).__name__}: {text[0]}"

@@ -16,10 +16,14 @@ Nothing is lost and nothing is counted twice, wherever a compaction is killed:
    in one request). Killed before that: the folder is as it was, plus a temporary that no reader matches.
 2. From that moment every reader here (``reader.py``: the analysis, ``sweep doctor``, this module) reads the merged file
    and leaves out the files it names (:func:`sweep.results.storage.superseded`), whether or not they still exist.
-3. Then the named files are deleted. Killed before they all are: those left are *superseded*. The analysis
-   skips them, the next compaction deletes them, ``sweep doctor`` names them and ``--fix`` sets them aside.
-   Only the plain ``duckdb`` shell, which reads every file its glob matches, counts their rows twice until
-   then.
+3. The named files are *superseded*, and kept for a retention period (``$SWEEP_COMPACT_RETENTION_S``, an hour by
+   default; ``sweep/results/storage.py`` retention_s), as Delta Lake and Iceberg keep theirs: a reader that
+   listed them before the compacted file existed (and so does not read it) still finds them, so a query never
+   fails or miscounts because a compaction ran beside it. A compaction after the retention period deletes
+   them (with a retention of 0, at once). Every reader leaves them out: the analysis (this module's
+   :func:`~sweep.results.storage.superseded`), and the plain ``duckdb`` shell through the views of
+   ``compat.sql``, which leave out every file a compacted file's ``sweep.replaces`` names
+   (``parquet_kv_metadata``). ``sweep doctor`` names only those past the retention period.
 
 One writer: ``sweep compact`` holds each space's sweep lock while it compacts that space, so it never merges
 a folder that a sweep or a rerun is still writing; a space whose lock is held is skipped, and said so. (An
@@ -42,7 +46,8 @@ import pyarrow.parquet as pq
 from sweep.errors import ResultsError, SweepLocked
 from sweep.results.schema import TABLES
 from sweep.results.reader import table_footers
-from sweep.results.storage import REPLACES_KEY, Footer, ObjectStore, is_remote, locate, split_path, superseded, sweep_lock
+from sweep.results.storage import REPLACES_KEY, Footer, ObjectStore, age_s, is_remote, locate, retention_s
+from sweep.results.storage import split_path, superseding, sweep_lock
 from sweep.results.storage import write_atomic as write_file
 
 COMPACTED_PREFIX = "compacted-"
@@ -53,9 +58,10 @@ class Compaction:
     """What compacting one space did: files merged and written, superseded files deleted, folders left."""
 
     space: str
-    merged: int = 0  # files whose rows went into a compacted file (and were then deleted)
+    merged: int = 0  # files whose rows went into a compacted file (kept for the retention period, then deleted)
     written: int = 0  # compacted files written
-    leftovers: int = 0  # superseded files an interrupted compaction had left, now deleted
+    leftovers: int = 0  # superseded files past the retention period (or left by an interrupted compaction), now deleted
+    retained: int = 0  # files merged now and kept for the retention period (storage.retention_s)
     skipped: list[str] = field(default_factory=list)  # why a space or folder was left as it was
 
     def words(self) -> str:
@@ -63,7 +69,7 @@ class Compaction:
             return f"{self.space}: " + "; ".join(self.skipped)
         parts = [f"{self.merged} files merged into {self.written}" if self.written else "nothing to merge"]
         if self.leftovers:
-            parts.append(f"deleted {self.leftovers} files an interrupted compaction left")
+            parts.append(f"deleted {self.leftovers} merged files past their retention")
         parts += self.skipped
         return f"{self.space}: " + "; ".join(parts)
 
@@ -90,6 +96,9 @@ class Folder:
     def delete(self, path: str) -> None:
         Path(path).unlink(missing_ok=True)
 
+    def age_s(self, path: str) -> float | None:
+        return age_s(path)
+
 
 class Prefix(Folder):
     """:class:`Folder` for an object-store prefix (``sweep/results/storage.py``)."""
@@ -113,6 +122,9 @@ class Prefix(Folder):
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):  # deleted by an earlier, interrupted compaction
             self.store.delete(path)
+
+    def age_s(self, path: str) -> float | None:
+        return age_s(path, self.store.filesystem)
 
 
 def side(results) -> Folder:
@@ -154,10 +166,15 @@ def compact_space(results, space: str) -> Compaction:
 
 
 def compact_folder(where: Folder, table: str, folder: str, footers: list[tuple[str, Footer]], outcome) -> None:
-    """One sweep folder: delete what a compacted file already holds, then merge the readable rest, if more
-    than one file, into a new compacted file that names them, and delete them."""
-    replaced = superseded(footers)
-    for path in sorted(replaced):
+    """One sweep folder: delete what a compacted file written more than the retention period ago holds, then
+    merge the readable rest, if more than one file, into a new compacted file that names them (deleted at once
+    only with a retention of 0; else by a compaction after the retention period)."""
+    replaced = superseding(footers)
+    keep_s = retention_s()
+    ages = {by: where.age_s(by) for by in set(replaced.values())}  # one request per compacted file, not per file
+    for path, by in sorted(replaced.items()):
+        if ages[by] is not None and ages[by] < keep_s:
+            continue  # within the retention period: a reader that listed it before `by` existed may read it
         where.delete(path)
         outcome.leftovers += 1
     live = [(path, found) for path, found in footers if path not in replaced and found.problem is None]
@@ -172,7 +189,10 @@ def compact_folder(where: Folder, table: str, folder: str, footers: list[tuple[s
     names = [split_path(path)[1] for path, _ in live]
     merged = merged.replace_schema_metadata({REPLACES_KEY: json.dumps(names).encode()})
     where.write(f"{folder}/{COMPACTED_PREFIX}{uuid.uuid4().hex[:12]}.parquet", merged)  # the commit
-    for path, _ in live:
-        where.delete(path)
+    if keep_s == 0:
+        for path, _ in live:
+            where.delete(path)
+    else:
+        outcome.retained += len(live)  # deleted by a compaction after the retention period
     outcome.merged += len(live)
     outcome.written += 1

@@ -22,10 +22,21 @@
 --
 
 -- @base-tables-begin (the `sweep` tool skips this block: it points these views at --results itself)
-CREATE OR REPLACE VIEW trials_files AS FROM read_parquet('results/trials/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW epochs_files AS FROM read_parquet('results/epochs/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW kappa AS FROM read_parquet('results/kappa/**/*.parquet', union_by_name = true);
-CREATE OR REPLACE VIEW spaces_files AS FROM read_parquet('results/spaces/**/*.parquet', union_by_name = true);
+-- A compacted file's rows replace those of the files its `sweep.replaces` metadata names, which are kept for a
+-- retention period after it is written (docs/schema.md#compaction-one-file-per-sweep-and-table): each table
+-- leaves those files out, but only when it read the compacted file itself. DuckDB lists the files twice (the
+-- rows', then the metadata's), and a compaction may write between the two: its originals are then read, and
+-- its compacted file is not, so the count stays right.
+CREATE OR REPLACE MACRO current_files(pattern) AS TABLE
+  WITH files AS MATERIALIZED (FROM read_parquet(pattern, union_by_name = true, filename = true))
+  FROM files SELECT * EXCLUDE (filename)
+  WHERE filename NOT IN (SELECT parse_dirpath(file_name) || '/' || unnest(from_json(decode(value), '["VARCHAR"]'))
+                         FROM parquet_kv_metadata(pattern)
+                         WHERE decode(key) = 'sweep.replaces' AND file_name IN (SELECT filename FROM files));
+CREATE OR REPLACE VIEW trials_files AS FROM current_files('results/trials/**/*.parquet');
+CREATE OR REPLACE VIEW epochs_files AS FROM current_files('results/epochs/**/*.parquet');
+CREATE OR REPLACE VIEW kappa AS FROM current_files('results/kappa/**/*.parquet');
+CREATE OR REPLACE VIEW spaces_files AS FROM current_files('results/spaces/**/*.parquet');
 -- @base-tables-end
 
 -- trials, epochs, spaces: the rows of every schema version, read as version 2. A version-1 trials row has

@@ -3,9 +3,11 @@
 Each Parquet file of ``trials``, ``epochs``, ``kappa`` and ``spaces`` must read whole, carry a
 ``schema_version`` this version knows (1 or 2), hold its table's key columns and give every column the
 table knows the type ``sweep/results/schema.py`` gives it. Temporary files (``.*.tmp``) a crash left behind are
-problems too, and so are files a compaction was interrupted before deleting (``sweep/results/compact.py``): their
-rows are in the compacted file beside them, the analysis leaves them out, but the plain ``duckdb`` shell
-would count them twice. A (space, config_id, seed) recorded ``ok`` more than once (by two sweeps or imports)
+problems too, and so are *superseded* files kept past the retention period (``sweep/results/compact.py``: a
+compaction keeps the files it merged for ``$SWEEP_COMPACT_RETENTION_S``, an hour by default, for readers that
+listed them before; one that is still there later was left by an interrupted compaction, or no compaction ran
+since): their rows are in the compacted file beside them, and every reader leaves them out. Within the
+retention period they are neither findings nor checked (their rows are the compacted file's). A (space, config_id, seed) recorded ``ok`` more than once (by two sweeps or imports)
 is reported as a note: the analysis averages every such row but counts the seed once.
 
 Without ``--fix`` it only reports: one line per finding, then a summary; the exit status is 1 when a
@@ -32,7 +34,7 @@ import pyarrow.parquet as pq
 from sweep.errors import DoctorError
 from sweep.results.schema import ALL_TABLES, SCHEMAS, TRIAL_KEY
 from sweep.results.reader import footer, footer_problem
-from sweep.results.storage import ObjectStore, is_remote, superseded
+from sweep.results.storage import RETENTION_ENV, ObjectStore, age_s, is_remote, retention_s, superseding
 
 KNOWN_VERSIONS = (1, 2)
 QUARANTINE = ".quarantine"
@@ -120,10 +122,19 @@ def content_problems(data: pa.Table, table: str, shown) -> tuple[list[str], list
     return problems, notes
 
 
+def expired(replaced: dict[str, str], filesystem=None) -> set[str]:
+    """The superseded files kept past the retention period (``sweep/results/compact.py``): within it they are kept
+    on purpose, for readers that listed them before their compacted file was written, and are no finding."""
+    keep_s = retention_s()
+    ages = {by: age_s(by, filesystem) for by in set(replaced.values())}  # one look per compacted file
+    return {path for path, by in replaced.items() if ages[by] is None or ages[by] >= keep_s}
+
+
 def superseded_message(path) -> str:
     return (
-        f"{path}: its rows are in a compacted file beside it (a compaction stopped before deleting it); the "
-        "analysis leaves it out, the plain duckdb shell would count it twice; `sweep compact` deletes it"
+        f"{path}: its rows are in a compacted file beside it, written longer than the retention period ago "
+        f"(${RETENTION_ENV}); every reader leaves it out (the plain duckdb shell too, through `sweep sql "
+        "--print-views`); `sweep compact` deletes it"
     )
 
 
@@ -180,11 +191,14 @@ def examine(results_dir: Path) -> tuple[int, list[Finding]]:
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
         paths = sorted((results_dir / table).glob("**/*.parquet"))
-        replaced = superseded([(str(path), footer(path)) for path in paths])
+        replaced = superseding([(str(path), footer(path)) for path in paths])
+        past = expired(replaced)
         for path in paths:
             checked += 1
-            if str(path) in replaced:
+            if str(path) in past:
                 findings.append(Finding(path, superseded_message(path)))
+                continue
+            if str(path) in replaced:  # kept on purpose for the retention period; its rows are the compacted file's
                 continue
             file_findings, data = check_file(path, table)
             findings += file_findings
@@ -201,11 +215,12 @@ def examine_store(store: ObjectStore) -> tuple[int, list[Finding]]:
     findings, trials, checked = [], [], 0
     for table in ALL_TABLES:
         footers = store.footers(table)
-        replaced = superseded(footers)
+        replaced = superseding(footers)
+        past = expired(replaced, store.filesystem)
         good, bad = store.readable(table)
         checked += len(footers)
         findings += [Finding(path, f"{store.uri_of(path)}: {problem}") for path, problem in bad if path not in replaced]
-        findings += [Finding(path, superseded_message(store.uri_of(path))) for path in sorted(replaced)]
+        findings += [Finding(path, superseded_message(store.uri_of(path))) for path in sorted(past)]
         for path, _ in good:
             file_findings, data = check_contents(path, table, store)
             findings += file_findings

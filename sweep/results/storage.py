@@ -102,6 +102,38 @@ def superseded(footers: Iterable[tuple[str, Footer]]) -> set[str]:
     return {path for path, _ in footers if split_path(path) in replaced}
 
 
+def superseding(footers: Iterable[tuple[str, Footer]]) -> dict[str, str]:
+    """:func:`superseded`, each path with the compacted file whose rows hold its own (the later one if several)."""
+    by_name = {(split_path(path)[0], name): path for path, footer in footers for name in footer.replaces}
+    return {path: by_name[split_path(path)] for path, _ in footers if split_path(path) in by_name}
+
+
+RETENTION_ENV = "SWEEP_COMPACT_RETENTION_S"
+RETENTION_S = 3600.0  # superseded files are kept this long after the compacted file that holds their rows
+
+
+def retention_s() -> float:
+    """How long a compaction keeps the files it merged (``$SWEEP_COMPACT_RETENTION_S``, else an hour): a reader
+    that listed them before the compacted file existed still finds them (as Delta Lake and Iceberg keep
+    superseded files), and every reader that sees the compacted file leaves them out."""
+    text = os.environ.get(RETENTION_ENV)
+    try:
+        return max(0.0, float(text)) if text else RETENTION_S
+    except ValueError:
+        raise SweepError(f"${RETENTION_ENV} takes seconds, got {text!r}") from None
+
+
+def age_s(path: str, filesystem: pafs.FileSystem | None = None) -> float | None:
+    """Seconds since ``path`` (local, or an object in ``filesystem``) was last written; None when it is gone."""
+    try:
+        if filesystem is None:
+            return time.time() - os.stat(path).st_mtime
+        info = filesystem.get_file_info(path)
+    except (OSError, pa.ArrowException):
+        return None
+    return None if info.mtime is None else time.time() - info.mtime.timestamp()
+
+
 def write_atomic(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` via a temporary file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from sweep.results.compact import COMPACTED_PREFIX, compact, compact_space
 from sweep.results.importer import import_file
 from sweep.results.schema import TABLES
 from sweep.results.sink import ParquetSink
-from sweep.results.storage import sweep_lock
+from sweep.results.storage import RETENTION_ENV, sweep_lock
 from tests.helpers import PLANTED_MEANS, SWEEP, planted_rows, write_csv
 from tests.sweep.results.test_sink import fake_trial, record
 
@@ -105,19 +105,28 @@ def parquet_files(results, table: str = "trials") -> list[str]:
 
 
 @pytest.mark.slow
-def test_compacting_reads_every_row_as_before_from_one_file_per_sweep_and_table(results):
+def test_compacting_reads_every_row_as_before_from_one_file_per_sweep_and_table(results, monkeypatch):
     before = snapshot(results)
     assert len(before["trials"]) == 3 * len(PLANTED_MEANS) + 11 and before["depth_edge"]  # the planted views have rows
     assert len(parquet_files(results)) == 3 * len(PLANTED_MEANS) + 11
     (outcome,) = [o for o in compact(results) if o.space == "unit"]
     assert (outcome.merged, outcome.written, outcome.leftovers) == (3 * 11, 3 * 2, 0)
     assert same(snapshot(results), before)
-    for table in TABLES:  # one compacted file per sweep folder and table; an import's folders held one each
+    kept = {"trials": 3 * len(PLANTED_MEANS) + 11, "epochs": 11, "kappa": 11}  # merged, kept for the retention
+    for table in TABLES:  # one compacted file per sweep folder and table (the import's trials, one per row, too)
+        files = parquet_files(results, table)
+        compacted = sum(f.split("/")[-1].startswith(COMPACTED_PREFIX) for f in files if "plant" not in f)
+        assert compacted == 2 and len(files) == 3 + kept[table]
+    assert len(list((results / "spaces").rglob("*.parquet"))) == 1  # one per sweep already: left as it is
+    again = compact(results)  # nothing left to merge, and the merged files are within their retention: kept
+    assert all(o.merged == o.written == o.leftovers == 0 for o in again) and same(snapshot(results), before)
+    assert len(parquet_files(results)) == 3 + kept["trials"]
+    assert main(["doctor", "--results", str(results)]) == 0  # files kept for the retention period are no finding
+    monkeypatch.setenv(RETENTION_ENV, "0")  # past the retention period, the next compaction deletes them
+    assert sum(o.leftovers for o in compact(results)) == sum(kept.values()) and same(snapshot(results), before)
+    for table in TABLES:  # an import's folders held one file each
         files = parquet_files(results, table)
         assert len(files) == 3 and all(f.split("/")[-1].startswith(COMPACTED_PREFIX) for f in files if "plant" not in f)
-    assert len(list((results / "spaces").rglob("*.parquet"))) == 1  # one per sweep already: left as it is
-    again = compact(results)  # nothing left to merge: the same files stay
-    assert all(o.merged == o.written == o.leftovers == 0 for o in again) and same(snapshot(results), before)
     assert main(["doctor", "--results", str(results)]) == 0
 
 
@@ -141,6 +150,9 @@ class Killed(BaseException):
 
 @pytest.mark.slow
 def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(results, monkeypatch, capsys):
+    """With a retention of 0 a compaction deletes what it merged at once; stopped half-way through those deletes,
+    it leaves superseded files that every reader leaves out, that doctor names, and the next compaction deletes."""
+    monkeypatch.setenv(RETENTION_ENV, "0")
     before = snapshot(results)
     deleted = []
     real_delete = sweep.results.compact.Folder.delete
@@ -154,14 +166,14 @@ def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(resu
     monkeypatch.setattr(sweep.results.compact.Folder, "delete", die_after_two)
     with pytest.raises(Killed):
         compact_space(results, "unit")
-    monkeypatch.undo()
+    monkeypatch.setattr(sweep.results.compact.Folder, "delete", real_delete)
     (merged,) = [p for p in parquet_files(results) if COMPACTED_PREFIX in p]  # the first folder's, in place
     superseded = [p for p in parquet_files(results) if p.startswith(merged.rsplit("/", 1)[0]) and p != merged]
     assert len(superseded) == 6 - 2  # sweepA's trials files the killed compaction had not deleted yet
     assert same(snapshot(results), before)  # read once: the superseded files are left out
     glob = f"{results}/trials/unit/**/*.parquet"
     shell = duckdb.connect().execute(f"SELECT count(*) FROM read_parquet('{glob}', union_by_name=true)")
-    assert shell.fetchone()[0] == 11 + 4  # the plain duckdb shell's glob counts them twice, as docs/analysis.md says
+    assert shell.fetchone()[0] == 11 + 4  # a bare glob counts them twice; the printed views do not (test_compact_readers)
     assert main(["doctor", "--results", str(results)]) == 1
     out = capsys.readouterr().out
     assert out.count("its rows are in a compacted file beside it") == 4, out
@@ -171,6 +183,7 @@ def test_stopped_after_the_merged_file_is_in_place_nothing_is_counted_twice(resu
 
 
 def test_a_compacted_folder_that_gets_more_files_is_compacted_again_into_one(results, monkeypatch):
+    monkeypatch.setenv(RETENTION_ENV, "0")  # what it merged is deleted at once (the retention: test_compact_readers)
     compact_space(results, "unit")
     folder = results / "trials" / "unit" / "sweepA"
     (first,) = folder.iterdir()
@@ -182,10 +195,11 @@ def test_a_compacted_folder_that_gets_more_files_is_compacted_again_into_one(res
     def die(self, path):
         raise Killed
 
+    real_delete = sweep.results.compact.Folder.delete
     monkeypatch.setattr(sweep.results.compact.Folder, "delete", die)
     with pytest.raises(Killed):  # the second merge is in place; neither the first nor `late` is deleted yet
         compact_space(results, "unit")
-    monkeypatch.undo()
+    monkeypatch.setattr(sweep.results.compact.Folder, "delete", real_delete)
     assert len(list(folder.iterdir())) == 3 and table_rows(results) == before
     compact_space(results, "unit")
     (merged,) = folder.iterdir()
@@ -193,7 +207,10 @@ def test_a_compacted_folder_that_gets_more_files_is_compacted_again_into_one(res
 
 
 def compact_process(results) -> subprocess.Popen:
-    return subprocess.Popen([SWEEP, "compact", "--results", str(results)], stdout=subprocess.DEVNULL)
+    """`sweep compact` with a retention of 0: it deletes what it merged at once, so a kill can land among the
+    deletes (with a retention period there are none to land among)."""
+    env = {**os.environ, RETENTION_ENV: "0"}
+    return subprocess.Popen([SWEEP, "compact", "--results", str(results)], stdout=subprocess.DEVNULL, env=env)
 
 
 @pytest.mark.slow
@@ -261,7 +278,9 @@ def test_files_of_two_schema_versions_in_one_folder_merge_and_read_as_before(tmp
     pq.write_table(old, folder / "mixed_00001.parquet")
     before = snapshot(results)
     assert compact_space(results, "unit").written == 3
-    assert same(snapshot(results), before) and len(list(folder.iterdir())) == 1
+    names = sorted(path.name for path in folder.iterdir())  # the two kept for the retention period beside it
+    assert [name[:10] for name in names] == ["compacted-", "mixed_0000", "mixed_0000"]
+    assert same(snapshot(results), before)
 
 
 @pytest.mark.slow

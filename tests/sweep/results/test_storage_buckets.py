@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from sweep.errors import SweepLocked
 from sweep.results.compact import COMPACTED_PREFIX, compact_space
 from sweep.results.sink import ParquetSink
 from sweep.results.storage import LockHeld, ObjectStore, hold_lock, lock_key
-from sweep.results.storage import sweep_lock
+from sweep.results.storage import RETENTION_ENV, sweep_lock
 from tests.sweep.run.test_tuner_faults import KillWorkerOnce
 from tests.sweep.results.test_sink import epoch_result, fake_trial, record
 
@@ -129,8 +130,10 @@ class Killed(BaseException):
 
 
 def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_half_way(prefix, capsys, monkeypatch):
-    """`sweep compact` against the bucket: one object per sweep folder and table; stopped after a merged object
-    is stored and before the objects it holds are deleted, nothing is counted twice; run again, it finishes."""
+    """`sweep compact` against the bucket with a retention of 0 (what it merged is deleted at once): one object
+    per sweep folder and table; stopped after a merged object is stored and before the objects it holds are
+    deleted, nothing is counted twice; run again, it finishes."""
+    monkeypatch.setenv(RETENTION_ENV, "0")
     store = ObjectStore(prefix)
     for sweep_id, seeds in (("sweepA", range(3)), ("sweepB", range(3, 5))):
         sink = ParquetSink(store, sweep_id)
@@ -146,10 +149,11 @@ def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_ha
     def killed(self, path):
         raise Killed
 
+    real_delete = sweep.results.compact.Prefix.delete
     monkeypatch.setattr(sweep.results.compact.Prefix, "delete", killed)
     with pytest.raises(Killed):
         compact_space(store, "unit")
-    monkeypatch.undo()
+    monkeypatch.setattr(sweep.results.compact.Prefix, "delete", real_delete)
     stored = objects(prefix)
     assert [n for n in stored if n.startswith("trials/unit/sweepA/")][-3:] == [f"trials/unit/sweepA/t{i}.parquet"
                                                                               for i in range(3)]  # fmt: skip
@@ -158,7 +162,7 @@ def test_compaction_on_the_bucket_reads_every_row_as_before_even_when_stopped_ha
     assert main(["doctor", "--results", prefix]) == 1
     assert capsys.readouterr().out.count("its rows are in a compacted file beside it") == 3
     assert main(["compact", "--results", prefix]) == 0
-    assert "unit: 12 files merged into 5; deleted 3 files an interrupted compaction left" in capsys.readouterr().out
+    assert "unit: 12 files merged into 5; deleted 3 merged files past their retention" in capsys.readouterr().out
     stored = objects(prefix)
     assert len(stored) == 6 and all(n.split("/")[3].startswith(COMPACTED_PREFIX) for n in stored), stored
     assert [sql(prefix, query, capsys) for query in queries] == before
@@ -297,3 +301,36 @@ def test_a_sweep_killed_mid_way_resumes_against_the_bucket_nothing_lost_nothing_
     assert "nothing missing" in capsys.readouterr().err
     assert main(["rerun", str(path), "--seeds", "2", "--results", prefix, "--dry-run"]) == 0
     assert "nothing missing" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_queries_in_a_loop_during_a_compaction_on_the_bucket_all_answer_right(prefix, capsys):
+    """Issue 38: `sweep sql` run again and again while a compaction merges 600 objects on the bucket (kept for
+    the retention period, as on a folder): every answer right, none failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    from sweep.results.schema import table_from_rows
+
+    store = ObjectStore(prefix)
+
+    def put(index: int) -> None:
+        row = {"space": "unit", "sweep_id": f"s{index % 4}", "trial_id": f"t{index}", "config_id": f"c{index}",
+               "seed": index % 4, "status": "ok"}  # fmt: skip
+        store.put_parquet(f"trials/unit/s{index % 4}/t{index}.parquet", table_from_rows("trials", [row]))
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(600)))
+    assert isinstance(store.filesystem, pa.fs.FileSystem)
+    done, answers = threading.Event(), []
+    worker = threading.Thread(target=lambda: (compact_space(store, "unit"), done.set()))
+    worker.start()
+    while not done.is_set() or len(answers) < 3:
+        answers.append(main(["sql", "SELECT count(*) AS n FROM trials", "--results", prefix, "--format", "csv"]))
+        out, err = capsys.readouterr()
+        assert out.split() == ["n", "600"], (out, err)
+    worker.join()
+    assert answers == [0] * len(answers) and len(answers) >= 3
+    assert sum(n.split("/")[-1].startswith(COMPACTED_PREFIX) for n in objects(prefix)) == 4
+    assert len(objects(prefix)) == 604  # the merged objects kept for the retention period

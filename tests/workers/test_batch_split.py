@@ -14,4 +14,4 @@ def test_a_batch_the_workers_do_not_divide_names_the_two_nearest_that_work():
     with pytest.raises(BatchSplitError, match=r"batch_size=10 must be divisible by workers_per_trial=4.*use 8 or 12"):
         per_worker_batch(10, 4)
     with pytest.raises(BatchSplitError, match="use 4 or 8"):
-        per_worker_batch(3, 4)
+        per_worker_batch(6, 4)

@@ -32,7 +32,6 @@ class ModelConfigError(ValueError):
     """A shape the family cannot build; the message names the field and value."""
 
 
-@dataclass(frozen=True)
 class PerImageBlocks(list):
     """A layer's blocks when images differ in N (sequences of different real lengths): one entry per
     image, each (sub-blocks, N_i, D)."""

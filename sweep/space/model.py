@@ -24,13 +24,14 @@ from sweep.headline import Headline, with_registry_defaults
 from sweep.questions import QUESTIONS, declared_axes
 from sweep.questions.base import AXIS_NAMES, is_list_form  # noqa: F401 (AXIS_NAMES: read from here)
 from sweep.space import SPACES_DIR_ENV  # noqa: F401 (read from here too)
+from workers.batch_split import DRIVER_CPUS
 from workers.config import Conditioning, ModelSpec, PositiveInt, ProbeSpec, StrictModel, TrainSpec
 from workers.data.digits import DigitsData
 from workers.data.registry import DataSpec
-from workers.distributed import DRIVER_CPUS
-from workers.families.base import DATA_DERIVED_FIELDS
+from workers.families import FAMILIES
+from workers.families.rules import DATA_DERIVED_FIELDS
 from workers.metrics import METRICS, epoch_metrics
-from workers.models import FAMILIES, VARIANTS
+from workers.variants import VARIANTS
 from workers.vocabulary import did_you_mean
 
 # Measurements a finished trial reports besides its metrics (workers/metrics.py).
@@ -151,7 +152,7 @@ class Axes(KnownAxes):
 class FixedVariant(StrictModel):
     """What a space's ``model:`` section takes besides ModelSpec's fields (:data:`ModelFixed` adds those).
 
-    ``variant``: a named shape from the family registry (``workers.models.VARIANTS``, each timm's model of
+    ``variant``: a named shape from the family registry (``workers.variants.VARIANTS``, each timm's model of
     that name, e.g. ``deit_base_patch16_224``): its family and sizes fill every field the space leaves out,
     so a space does not retype them. Fields the space (or a profile) gives win.
     """

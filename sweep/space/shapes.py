@@ -14,12 +14,10 @@ from functools import lru_cache
 from sweep.errors import ConfigIssue
 from sweep.questions import QUESTIONS, declared_axes
 from sweep.questions.base import Unbuildable
+from sweep.space import counts
 from sweep.space.model import Space
 from workers.config import ModelSpec
-from workers.families.base import DATA_DERIVED_FIELDS, OPTIONAL_FIELDS
-from workers.models import build_on_meta, get_family
-from workers.probes.flops import forward_flops_per_sample
-from workers.probes.params import count_params
+from workers.families.rules import DATA_DERIVED_FIELDS, FAMILY_RULES, OPTIONAL_FIELDS, family_problems
 from workers.vocabulary import SHAPE_KEYS
 
 # The axes every space must give values; head_dim may instead follow from a head_dim rule.
@@ -220,7 +218,7 @@ def model_fields(space: Space, shape: Shape) -> dict:
     it; in a space of one family it always goes, so a field that family cannot take is reported.
     """
     fixed = space.model
-    family = get_family(shape.family)
+    family = FAMILY_RULES[shape.family]  # what it takes, without importing its module (timm, transformers)
     single = len(space.families()) == 1
     specific = {
         k: getattr(fixed, k) for k in FAMILY_KEYS if getattr(fixed, k) is not None and (single or k in family.accepts)
@@ -239,13 +237,13 @@ def freeze(fields: dict) -> tuple:
 
 @lru_cache(maxsize=4096)
 def _measure(frozen: tuple) -> tuple[int, int]:
-    spec = ModelSpec(**dict(frozen))
-    model = build_on_meta(spec)
-    return count_params(model), forward_flops_per_sample(spec, model)
+    measured = counts.measure(frozen)
+    return measured.params, measured.flops
 
 
 def measure_shape(fields: dict) -> tuple[int, int]:
-    """(params, forward FLOPs per sample) of a model, counted on the meta device (cached).
+    """(params, forward FLOPs per sample) of a model, counted on the meta device (kept on disk by
+    ``sweep/space/counts.py``, so a model is measured once per installation).
 
     ``depth`` counts identical blocks (of the swept stage, for staged families), so both counts are
     exactly linear in it: they are counted at depths 1 and 2, which every depth of a shape shares and
@@ -347,7 +345,7 @@ def shape_value(shape: Shape, name: str):
 
 @lru_cache(maxsize=4096)
 def _count_params(frozen: tuple) -> int:
-    return count_params(build_on_meta(ModelSpec(**dict(frozen))))
+    return counts.measure(frozen, flops=False).params
 
 
 def measure_params(fields: dict) -> int:
@@ -366,7 +364,7 @@ def exact_params(space: Space, shape: Shape) -> int:
         spec = ModelSpec(**fields)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise Unbuildable(str(exc).splitlines()[-1]) from exc
-    problems = get_family(shape.family).problems(spec)
+    problems = family_problems(shape.family, spec)
     if problems:
         raise Unbuildable("; ".join(f"{p.field}={p.value}: {p.rule}" for p in problems))
     return measure_params(fields)
@@ -379,4 +377,4 @@ def shape_problems(space: Space, shape: Shape) -> list[tuple[str, str, object, s
         spec = ModelSpec(**model_fields(space, shape))
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         return [("model", "the model fields must agree", shape.as_dict(), str(exc).splitlines()[-1])]
-    return [(f"model.{p.field}", p.rule, p.value, p.fix) for p in get_family(shape.family).problems(spec)]
+    return [(f"model.{p.field}", p.rule, p.value, p.fix) for p in family_problems(shape.family, spec)]

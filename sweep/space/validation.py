@@ -16,10 +16,10 @@ from sweep.headline import direction_words, tolerance_unit
 from sweep.questions import QUESTIONS, axis_names
 from sweep.space.model import EPOCH_METRICS, REPORTED_METRICS, Space, known_families
 from sweep.space.shapes import FAMILY_KEYS, VALUED_AXES, Shape, resolve_baseline, shape_problems, survey
+from workers.batch_split import BatchSplitError, per_worker_batch
 from workers.data.base import DataNotFoundError
-from workers.distributed import BatchSplitError, per_worker_batch
+from workers.families.rules import FAMILY_RULES
 from workers.metrics import METRICS, MODALITY_METRICS, natural_mode
-from workers.models import get_family
 from workers.vocabulary import did_you_mean
 
 
@@ -172,7 +172,7 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
         "image": "images",
     }
     for name in space.families():
-        reads = get_family(name).modality
+        reads = FAMILY_RULES[name].modality
         if reads != wanted:
             rule = f"family {name} reads {kind[reads]}, but data set {space.data.name!r} gives {kind[wanted]}"
             issues.append(ConfigIssue(file, path, rule, name, f"use a family that reads {kind[wanted]}"))
@@ -189,7 +189,7 @@ def family_list_issues(space: Space, file: str) -> list[ConfigIssue]:
     if len(space.families()) > 1:
         for key in FAMILY_KEYS:
             value = getattr(space.model, key)
-            if value is not None and not any(key in get_family(f).accepts for f in space.families()):
+            if value is not None and not any(key in FAMILY_RULES[f].accepts for f in space.families()):
                 rule = "no family of axes.family takes it"
                 issues.append(ConfigIssue(file, f"model.{key}", rule, value, "remove it"))
     return issues

@@ -22,13 +22,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.metrics import METRICS
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 Modality = Literal["image", "sequence", "causal_lm", "masked_lm"]
 

@@ -5,7 +5,7 @@ implements ``workers.data.base.BatchSource``.
 - :class:`TensorBatches`: images from :class:`~workers.data.splits.ArraySplits`, normalised float32;
 - :class:`SequenceBatches`: token sequences to classify, with a padding mask;
 - :class:`TokenWindowBatches`: token windows with a label per token, no padding; :class:`LMBatches` (causal
-  LM) and ``workers.data.mlm_corpus.MLMBatches`` (masked LM) differ only in where a training batch's labels
+  LM) and ``workers.data.mlm_batches.MLMBatches`` (masked LM) differ only in where a training batch's labels
   come from.
 """
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import torch
 
 from workers.data.base import BatchSource, DataNotFoundError, ImageDataSpec
-from workers.data.batches import TensorBatches
 from workers.data.hub import HubSourced
 from workers.data.splits import ArraySplits
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 CIFAR_ROOT_ENV = "CIFAR_ROOT"
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -136,4 +137,6 @@ class CifarData(HubSourced, ImageDataSpec):
         return splits.first_rows(self.limit_train, self.limit_val)
 
     def open_batches(self, device: torch.device, arrays: ArraySplits | None = None) -> BatchSource:
+        from workers.data.batches import TensorBatches  # imports torch
+
         return TensorBatches(arrays if arrays is not None else self.load_arrays(), self, device)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from workers.data.base import BatchSource, ImageDataSpec
-from workers.data.batches import TensorBatches
 from workers.data.splits import ArraySplits
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 
 class DigitsData(ImageDataSpec):
@@ -49,4 +50,6 @@ class DigitsData(ImageDataSpec):
         return splits.first_rows(self.limit_train, self.limit_val)
 
     def open_batches(self, device: torch.device, arrays: ArraySplits | None = None) -> BatchSource:
+        from workers.data.batches import TensorBatches  # imports torch
+
         return TensorBatches(arrays if arrays is not None else self.load_arrays(), self, device)

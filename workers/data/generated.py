@@ -11,15 +11,17 @@ position p (it sees positions 0 … p), ``IGNORE_INDEX`` (-100) where nothing is
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from workers.config import StrictModel
 from workers.data.base import BatchSource, LanguageDataSpec, keep_first_rows
-from workers.data.batches import LMBatches
 from workers.data.splits import IGNORE_INDEX, LMSplits, smallest_uint
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 BLOCK_ROWS = 4096  # rows per generator block: block b of stream s from numpy.random.default_rng([seed, s, b])
 TRAIN_STREAM, VAL_STREAM = 0, 1
@@ -91,4 +93,6 @@ class GeneratedLMData(LanguageDataSpec):
         return keep_first_rows(splits, self)
 
     def open_batches(self, device: torch.device, arrays: LMSplits | None = None) -> BatchSource:
+        from workers.data.batches import LMBatches  # imports torch
+
         return LMBatches(arrays if arrays is not None else self.load_arrays(), self, device)

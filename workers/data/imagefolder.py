@@ -6,23 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import torch
 from pydantic import Field
 
 from workers.data.base import BatchSource, DataMeta, DataNotFoundError, ImageDataSpec
 from workers.data.hub import HubSourced
-from workers.data.loading import EpochSeededSampler, SeededSamples, ShareBatchSampler, loader_settings
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
+
+    from workers.data.loading import EpochSeededSampler
 
 IMAGENET_ROOT_ENV = "IMAGENET_ROOT"
 IMAGENET_TRAIN_IMAGES = 1_281_167  # ILSVRC-2012 training images (Russakovsky et al. 2015, Table 2)
 HUB_REPO = "ILSVRC/imagenet-1k"  # source: hub, when data.hub.repo is left out (gated: accept its terms first)
 
 
-class HubImages(torch.utils.data.Dataset):
+class HubImages:
     """A Hub split of images as ``ImageFolder`` gives class folders: ``(transform(RGB image), class index)``
-    per row of its ``image`` and ``label`` columns; ``classes`` are the label feature's names."""
+    per row of its ``image`` and ``label`` columns; ``classes`` are the label feature's names. A map-style
+    dataset for ``torch.utils.data`` (``__len__`` and ``__getitem__``: all a DataLoader and a Subset read), not
+    a subclass of torch's ``Dataset``, so that this module imports no torch."""
 
     def __init__(self, rows, transform, image_column: str = "image", label_column: str = "label"):
         self.rows, self.transform = rows, transform
@@ -109,7 +114,10 @@ class FolderBatches:
     loads_shares = True  # train_batches takes shard=(rank, world_size) and decodes only that share
 
     def __init__(self, spec: ImageFolderData, device: torch.device, cpus: int | None = None):
+        import torch
         from timm.data import create_transform
+
+        from workers.data.loading import loader_settings
 
         self.img_size = spec.img_size or 224
         self.device = device
@@ -133,6 +141,8 @@ class FolderBatches:
 
     @property
     def num_classes(self) -> int:
+        import torch
+
         dataset = self.val_set.dataset if isinstance(self.val_set, torch.utils.data.Subset) else self.val_set
         return len(dataset.classes)
 
@@ -146,6 +156,8 @@ class FolderBatches:
     def _loader(self, dataset, **options) -> torch.utils.data.DataLoader:
         # The loader's own generator only seeds its workers' streams, which SeededSamples reseeds per sample;
         # a fixed one keeps the loader from drawing on the trial's global torch stream.
+        import torch
+
         base_seed = torch.Generator().manual_seed(0)
         settings = {**self.settings, **options}
         return torch.utils.data.DataLoader(dataset, generator=base_seed, **settings)
@@ -155,6 +167,8 @@ class FolderBatches:
     ) -> torch.utils.data.DataLoader:
         """The (persistent) training loader for ``batch_size`` and ``shard`` (:class:`ShareBatchSampler`);
         its next epoch draws from ``generator``."""
+        from workers.data.loading import EpochSeededSampler, SeededSamples, ShareBatchSampler
+
         key = (batch_size, shard)
         if key not in self._train_loaders:
             sampler = EpochSeededSampler(len(self.train_set), generator)
@@ -179,6 +193,8 @@ class FolderBatches:
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 
     def probe_images(self, count: int) -> torch.Tensor:
+        import torch
+
         if self._probe is None or len(self._probe) < count:
             images = [self.val_set[i][0] for i in range(min(count, len(self.val_set)))]
             self._probe = torch.stack(images).to(self.device)

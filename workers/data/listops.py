@@ -63,17 +63,18 @@ import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data.base import BatchSource, SequenceDataSpec, keep_first_rows
-from workers.data.batches import SequenceBatches
 from workers.data.cache import atomic_file, cache_dir, hash_key, read_arrays, write_arrays
 from workers.data.splits import SequenceSplits
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -526,4 +527,6 @@ class ListOpsData(SequenceDataSpec):
         return keep_first_rows(splits, self)
 
     def open_batches(self, device: torch.device, arrays: SequenceSplits | None = None) -> BatchSource:
+        from workers.data.batches import SequenceBatches  # imports torch
+
         return SequenceBatches(arrays if arrays is not None else self.load_arrays(), self, device)

@@ -5,15 +5,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import torch
 
 from workers.data import listops
 from workers.data.base import BatchSource, DataNotFoundError, SequenceDataSpec
-from workers.data.batches import SequenceBatches
 from workers.data.splits import SequenceSplits
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 
 class LRAListOpsData(SequenceDataSpec):
@@ -52,4 +53,6 @@ class LRAListOpsData(SequenceDataSpec):
         )
 
     def open_batches(self, device: torch.device, arrays: SequenceSplits | None = None) -> BatchSource:
+        from workers.data.batches import SequenceBatches  # imports torch
+
         return SequenceBatches(arrays if arrays is not None else self.load_arrays(), self, device)

@@ -34,7 +34,7 @@ the stream is that long). The stream is cut into non-overlapping windows of ``se
 The reading, tokenising, packing and caching are ``workers/data/text/``'s; this module says which files,
 tokenizer recipe, separator and packing, and does the masking.
 
-**Masking** (:func:`mask_tokens`, BERT's rule): each non-special token is selected with probability
+**Masking** (``mlm_batches.mask_tokens``, BERT's rule): each non-special token is selected with probability
 ``corpus.mask_prob`` (cramming: 0.25) and scored; a selected token becomes ``[MASK]`` with probability 0.8, a
 uniformly random non-special token with 0.1, and stays itself with 0.1. Training batches are masked afresh
 every time they are drawn (dynamic masking, from the trial's generator); the validation windows are masked
@@ -56,7 +56,7 @@ GLUE encodings and the validation masking are not cached (they are fast).
 
 **Speed** (this machine, 2 CPU cores shared with other work): encoding with a trained WordPiece
 (``encode_batch``) about 0.7 million tokens/s; training the WordPiece on 180,000 generated sentences 3.7 s,
-once per machine; GLUE encoding about 40,000 examples/s at seq_len 128; :func:`mask_tokens` on a 128 × 128
+once per machine; GLUE encoding about 40,000 examples/s at seq_len 128; ``mlm_batches.mask_tokens`` on a 128 × 128
 batch 0.8 ms on the CPU. A cached load is a file read plus the GLUE encoding.
 """
 
@@ -64,23 +64,20 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data import glue as glue_files
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, Modality, folder_hash, keep_first_rows
-from workers.data.batches import TokenWindowBatches
 from workers.data.cache import cache_dir
-from workers.data.glue_encoding import GlueArrays, GlueSpec, glue_batches, glue_hub, load_glue_arrays, require_glue
+from workers.data.glue_encoding import GlueArrays, GlueSpec, glue_hub, load_glue_arrays, require_glue
 from workers.data.hub import HubSource, HubSplits, check_hub_fields, fetch_line
-from workers.data.splits import IGNORE_INDEX, smallest_uint
+from workers.data.splits import smallest_uint
 from workers.data.text.documents import TextFiles, TextSource, find_layout, missing_layout
 from workers.data.text.streams import block_windows, cached_streams
 from workers.data.text.tokenizer import (
@@ -93,11 +90,13 @@ from workers.data.text.tokenizer import (
     trained_tokenizer,
 )
 
+if TYPE_CHECKING:  # torch is imported where batches are opened (workers/data/mlm_batches.py)
+    import torch
+
 MLM_CORPUS_ROOT_ENV = "MLM_CORPUS_ROOT"
 CRAMMING_VOCAB_SIZE = 32768  # cramming's WordPiece size: the default for a tokenizer trained here
 TEXT_FILES = TextFiles({"train": "train.txt", "val": "valid.txt"})  # one document per non-empty line
 GENERATED_VAL_DIVISOR = 10  # generated corpus: the last n // 10 sentences (at least 1) are the val split
-MASK_SHARE, RANDOM_SHARE = 0.8, 0.1  # of selected tokens: [MASK], a random token; the rest stay themselves
 MLM_CACHE_FORMAT = 1  # bump when reading, tokenising or packing changes: old cache files are then not read
 MISSING_SPECIALS_FIX = (
     f"a masked-LM tokenizer needs all of {' '.join(BERT_SPECIAL_TOKENS)} (BERT's has them), or leave out "
@@ -185,57 +184,13 @@ def load_mlm_streams(
 # --- masking ---------------------------------------------------------------------------------------------------
 
 
-def mask_tokens(
-    ids: torch.Tensor, generator: torch.Generator, mask_prob: float, specials: SpecialIds, vocab_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking of ``ids`` (B, L) int64: ``(inputs, labels)``, both (B, L) int64 on ``ids``' device.
-
-    *Candidates* are the positions whose id is none of the five special ids. Each candidate is *selected*
-    independently with probability ``mask_prob``. A row with candidates but none selected gets one of its
-    candidates selected, uniformly: a batch whose labels were all ignored would make the mean loss 0/0 = NaN
-    (and a row with nothing scored is wasted), so no row with a candidate is ever left without a label.
-    ``labels`` is the original id at selected positions and ``IGNORE_INDEX`` (-100) everywhere else. Each
-    selected position of ``inputs`` becomes ``[MASK]`` with probability 0.8, a uniformly random non-special id
-    (0 … vocab_size-1 less the five) with probability 0.1, and keeps its id with probability 0.1; every other
-    position keeps its id.
-
-    The random numbers (three uniform (B, L) tensors and one (B, L) tensor of replacement draws, always all
-    four, in that order) come from ``generator`` on the CPU and are then moved to ``ids``' device, so the
-    result depends only on the generator's state and the ids, never on the device.
-    """
-    if not 0.0 < mask_prob < 1.0:
-        raise ValueError(f"mask_tokens: 0 < mask_prob < 1 must hold, but got (mask_prob={mask_prob})")
-    if ids.dim() != 2:
-        raise ValueError(f"mask_tokens: ids must be (batch, length), but got shape {tuple(ids.shape)}")
-    device, shape = ids.device, tuple(ids.shape)
-    special = torch.tensor(specials.all(), dtype=torch.long, device=device)
-    ordinary = torch.ones(vocab_size, dtype=torch.bool, device=device)
-    ordinary[special] = False
-    ordinary_ids = torch.arange(vocab_size, device=device)[ordinary]
-    select_u = torch.rand(shape, generator=generator).to(device)
-    fallback_u = torch.rand(shape, generator=generator).to(device)
-    action_u = torch.rand(shape, generator=generator).to(device)
-    random_pick = torch.randint(0, max(len(ordinary_ids), 1), shape, generator=generator).to(device)
-
-    candidates = ~torch.isin(ids, special)
-    selected = candidates & (select_u < mask_prob)
-    needs_one = candidates.any(dim=1) & ~selected.any(dim=1)
-    fallback = torch.where(candidates, fallback_u, torch.full_like(fallback_u, -1.0)).argmax(dim=1)
-    rows = needs_one.nonzero().squeeze(1)
-    selected[rows, fallback[rows]] = True
-
-    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))
-    inputs = ids.clone()
-    to_mask = selected & (action_u < MASK_SHARE)
-    to_random = selected & (action_u >= MASK_SHARE) & (action_u < MASK_SHARE + RANDOM_SHARE)
-    inputs[to_mask] = specials.mask
-    inputs[to_random] = ordinary_ids[random_pick[to_random]]
-    return inputs, labels
-
-
 def mask_validation(windows: np.ndarray, corpus: CorpusSpec, specials: SpecialIds, vocab_size: int):
     """(masked ids in ``windows``' dtype, labels int64) of the validation windows, masked once by
-    :func:`mask_tokens` with ``torch.Generator().manual_seed(corpus.seed)``: the same for every trial."""
+    ``mlm_batches.mask_tokens`` with ``torch.Generator().manual_seed(corpus.seed)``: the same for every trial."""
+    import torch
+
+    from workers.data.mlm_batches import mask_tokens  # imports torch
+
     generator = torch.Generator().manual_seed(corpus.seed)
     ids = torch.as_tensor(windows.astype(np.int64))
     inputs, labels = mask_tokens(ids, generator, corpus.mask_prob, specials, vocab_size)
@@ -249,7 +204,7 @@ def mask_validation(windows: np.ndarray, corpus: CorpusSpec, specials: SpecialId
 class MLMSplits:
     """A masked-LM data set in memory, plain numpy like ``workers.data.splits.LMSplits``.
 
-    ``ids_train``: (N, seq_len) unmasked training windows (masked per batch by :class:`MLMBatches`);
+    ``ids_train``: (N, seq_len) unmasked training windows (masked per batch by ``mlm_batches.MLMBatches``);
     ``ids_eval`` / ``labels_eval``: the validation windows masked once (:func:`mask_validation`) and their
     labels, int64, -100 where not scored. Ids are in the smallest unsigned type that holds ``vocab_size``.
     ``tokenizer`` describes the tokenizer, ``specials`` its special ids, ``mask_prob`` the share masked;
@@ -325,39 +280,6 @@ def load_mlm_arrays(spec: MLMCorpusData, directory: str | os.PathLike | None = N
         model_vocab_size=max(spec.vocab_size(), tokenizer.vocab_size),
     )
     return keep_first_rows(splits, spec)
-
-
-class MLMBatches(TokenWindowBatches):
-    """Batches of masked-LM windows from :class:`MLMSplits` (``workers.data.batches.TokenWindowBatches``):
-    training windows are masked afresh per batch (:func:`mask_tokens`, from the trial's generator);
-    validation windows are the fixed masked ones. The GLUE tasks stay in host memory and are moved to the
-    device a batch at a time (:meth:`glue_batches`)."""
-
-    def training_batch(self, index: torch.Tensor, generator: torch.Generator) -> tuple:
-        """The windows at ``index`` masked by :func:`mask_tokens`; the masking comes from ``generator``."""
-        s = self.splits
-        inputs, labels = mask_tokens(self.ids_train[index].long(), generator, s.mask_prob, s.specials, s.vocab_size)
-        return self._inputs(inputs), labels
-
-    # --- GLUE fine-tuning ---
-
-    @property
-    def glue_tasks(self) -> list[str]:
-        """The GLUE tasks loaded, in ``data.glue.tasks`` order."""
-        return list(self.splits.glue)
-
-    def glue_arrays(self, task: str) -> GlueArrays:
-        """The encoded task ``task``; ``KeyError`` naming the tasks loaded otherwise."""
-        if task not in self.splits.glue:
-            loaded = ", ".join(self.splits.glue)
-            raise KeyError(f"GLUE task {task!r} was not loaded; loaded: {loaded} (data.glue.tasks)")
-        return self.splits.glue[task]
-
-    def glue_batches(
-        self, task: str, split: Literal["train", "dev"], batch_size: int, generator: torch.Generator | None = None
-    ) -> Iterator[tuple]:
-        """Batches of one split of a GLUE task (``workers.data.glue_encoding.glue_batches``)."""
-        return glue_batches(self.glue_arrays(task), split, batch_size, self.device, generator)
 
 
 # --- the data set -----------------------------------------------------------------------------------------------
@@ -492,4 +414,6 @@ class MLMCorpusData(LanguageDataSpec):
         return load_mlm_arrays(self)
 
     def open_batches(self, device: torch.device, arrays: MLMSplits | None = None) -> BatchSource:
+        from workers.data.mlm_batches import MLMBatches  # imports torch
+
         return MLMBatches(arrays if arrays is not None else self.load_arrays(), self, device)

@@ -37,16 +37,17 @@ V = 256: about 500,000 rows/s (Zoology's 100,000 training rows in 0.2 s); L = 25
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data.base import BatchSource, LanguageDataSpec, keep_first_rows
-from workers.data.batches import LMBatches
 from workers.data.splits import IGNORE_INDEX, LMSplits, smallest_uint
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 MQAR_DEFAULT_VOCAB_SIZE = 256  # small, for CPU runs; Zoology's default is 8,192
 
@@ -213,4 +214,6 @@ class MQARData(LanguageDataSpec):
         return keep_first_rows(splits, self)
 
     def open_batches(self, device: torch.device, arrays: LMSplits | None = None) -> BatchSource:
+        from workers.data.batches import LMBatches  # imports torch
+
         return LMBatches(arrays if arrays is not None else self.load_arrays(), self, device)

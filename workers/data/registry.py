@@ -11,9 +11,8 @@ to :data:`DATA_SETS` below. docs/data.md walks through an example.
 from __future__ import annotations
 
 import typing
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import torch
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from workers.data.base import BatchSource, DataSetSpec, Modality
@@ -30,6 +29,9 @@ from workers.data.repeated_tokens import RepeatedTokensData
 from workers.data.stand_in import StandInData
 from workers.data.tinystories import TinyStoriesData
 from workers.vocabulary import DEFAULT_DATA_SET
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 DATA_SETS: tuple[type[DataSetSpec], ...] = (
     DigitsData,

@@ -22,14 +22,17 @@ Per modality (``DataSetSpec.modality``), B samples per batch, every draw from on
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from workers.data.base import DataMeta, DataSetSpec
 from workers.data.glue import get_task
 from workers.data.glue_encoding import GlueArrays, glue_batches
 from workers.data.splits import IGNORE_INDEX
+
+if TYPE_CHECKING:  # torch is imported where batches are made: validating a space needs none
+    import torch
 
 IDENTITY = "stand-in: random batches of the data set's shapes"  # the trial's data_identity: never real data
 MASKED_SHARE = 0.25  # cramming's mask_prob; how many labels a masked-LM batch scores changes no shape
@@ -51,6 +54,8 @@ class StandInBatches:
     docstring defines them), held on ``device``."""
 
     def __init__(self, spec: DataSetSpec, device: torch.device, rows: int):
+        import torch
+
         self.modality = spec.modality
         self.fields = spec.model_fields_from_data()
         self.rows, self.device = rows, device
@@ -73,6 +78,8 @@ class StandInBatches:
         return self.rows // batch_size
 
     def train_batches(self, batch_size: int, generator: torch.Generator) -> Iterator[tuple]:
+        import torch
+
         order = torch.randperm(self.rows, generator=generator)
         for start in range(0, self.rows // batch_size * batch_size, batch_size):
             yield self._take(self.train, order[start : start + batch_size])
@@ -99,10 +106,14 @@ class StandInBatches:
     # --- drawing --------------------------------------------------------------------------------------------
 
     def _draw_int(self, high: int, shape: tuple[int, ...]) -> torch.Tensor:
+        import torch
+
         return torch.randint(0, high, shape, generator=self.generator)
 
     def _split(self) -> tuple:
         """(inputs, labels) of ``rows`` samples, on the device."""
+        import torch
+
         n, f = self.rows, self.fields
         if self.modality == "image":
             size = f["img_size"]
@@ -123,6 +134,8 @@ class StandInBatches:
         return inputs, labels.to(self.device)
 
     def _masked_labels(self, ids: torch.Tensor) -> torch.Tensor:
+        import torch
+
         masked = torch.rand(ids.shape, generator=self.generator) < MASKED_SHARE
         masked[:, 0] = True  # a row with nothing scored would make the mean loss 0/0
         return torch.where(masked, ids, torch.full_like(ids, IGNORE_INDEX))

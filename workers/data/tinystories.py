@@ -53,15 +53,13 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from workers.config import StrictModel
 from workers.data.base import BatchSource, DataNotFoundError, LanguageDataSpec, keep_first_rows
-from workers.data.batches import LMBatches
 from workers.data.cache import cache_dir
 from workers.data.hub import HubFile, HubSourced, hub_file
 from workers.data.splits import LMSplits
@@ -75,6 +73,9 @@ from workers.data.text.tokenizer import (
     read_tokenizer,
     trained_tokenizer,
 )
+
+if TYPE_CHECKING:  # torch is imported where batches are opened: validating a space needs none
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -281,4 +282,6 @@ class TinyStoriesData(HubSourced, LanguageDataSpec):
         return keep_first_rows(splits, self)
 
     def open_batches(self, device: torch.device, arrays: LMSplits | None = None) -> BatchSource:
+        from workers.data.batches import LMBatches  # imports torch
+
         return LMBatches(arrays if arrays is not None else self.load_arrays(), self, device)

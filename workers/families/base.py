@@ -16,32 +16,20 @@ import torch
 from torch import nn
 
 from workers.config import ModelSpec
-
-# The spec fields that only some families accept (the rest apply to every family).
-OPTIONAL_FIELDS = (
-    "head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage", "inner_dim", "inner_heads",
-    "seq_len", "vocab_size", "num_landmarks", "conv_kernel_size", "dropout", "tie_embeddings",
-    "num_kv_heads", "conditioning", "conditioning_weight",
-)  # fmt: skip
-# Of those, the ones the data set decides (as it decides img_size and num_classes), never a space's model.
-DATA_DERIVED_FIELDS = ("seq_len", "vocab_size")
+from workers.families.rules import (  # noqa: F401 (re-exported)
+    DATA_DERIVED_FIELDS,
+    OPTIONAL_FIELDS,
+    STAGED_FIELDS,
+    SpecProblem,
+    derived_head_dim_only,
+    heads_divide,
+    spec_problems,
+    stage_heads_divide,
+)
 
 
 class ModelConfigError(ValueError):
     """A shape the family cannot build; the message names the field and value."""
-
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """One reason a family cannot build a spec: the field, its value, the rule and how to fix it."""
-
-    field: str
-    value: object
-    rule: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"model.{self.field}={self.value!r}: {self.rule}; {self.fix}"
 
 
 class PerImageBlocks(list):
@@ -126,13 +114,8 @@ class Family:
         return ModelSpec(**{"family": self.name, **self.example, **overrides})
 
     def problems(self, spec: ModelSpec) -> list[SpecProblem]:
-        """Every reason this family cannot build ``spec`` (empty when it can)."""
-        found = [
-            SpecProblem(name, getattr(spec, name), f"the {self.name} family does not take {name}", "remove it")
-            for name in OPTIONAL_FIELDS
-            if getattr(spec, name) is not None and name not in self.accepts
-        ]
-        return found + self.check(spec)
+        """Every reason this family cannot build ``spec`` (empty when it can; ``rules.spec_problems``)."""
+        return spec_problems(self.name, self.accepts, self.check, spec)
 
     def build_checked(self, spec: ModelSpec) -> nn.Module:
         """``build``, after ``problems``: every problem is reported at once, as a ModelConfigError."""
@@ -164,9 +147,6 @@ def image_input(spec: ModelSpec, device: torch.device | str):
     return torch.empty(1, spec.in_chans, spec.img_size, spec.img_size, device=device)
 
 
-STAGED_FIELDS = ("head_dim", "stage_depths", "stage_heads", "stage_dims", "swept_stage")
-
-
 def common_timm_kwargs(spec: ModelSpec) -> dict:
     """The constructor arguments that ViT, XCiT, TNT and VOLO name alike."""
     return dict(
@@ -186,34 +166,6 @@ def exact_mlp_ratio(width: int, hidden: int) -> float:
     while int(width * ratio) < hidden:
         ratio = math.nextafter(ratio, math.inf)
     return ratio
-
-
-def derived_head_dim_only(spec: ModelSpec, family: str, why: str) -> list[SpecProblem]:
-    """Families whose q, k, v projections map embed_dim to embed_dim: head_dim is embed_dim / num_heads."""
-    if spec.head_dim is None or spec.head_dim * spec.num_heads == spec.embed_dim:
-        return []
-    return [
-        SpecProblem(
-            "head_dim",
-            spec.head_dim,
-            f"{family}'s head_dim is embed_dim / num_heads ({why})",
-            "remove head_dim (or set it to embed_dim / num_heads) and vary embed_dim to widen attention",
-        )
-    ]
-
-
-def heads_divide(field_name: str, heads: int, width: int, where: str) -> list[SpecProblem]:
-    if width % heads == 0:
-        return []
-    return [SpecProblem(field_name, heads, f"must divide {where} ({width})", "choose a divisor of the width")]
-
-
-def stage_heads_divide(spec: ModelSpec) -> list[SpecProblem]:
-    """Each stage's heads must divide that stage's width (the swept stage's included)."""
-    problems = []
-    for index, (_, heads, width) in enumerate(spec.stages(), start=1):
-        problems += heads_divide(f"stage_heads[{index - 1}]", heads, width, f"stage {index}'s width")
-    return problems
 
 
 def call_float64(module: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:

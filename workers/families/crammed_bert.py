@@ -64,7 +64,8 @@ from transformers.models.modernbert.modeling_modernbert import (
 from workers.config import ModelSpec
 from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import Family, KappaLayer, PerImageBlocks, concat_heads, softmax_attention, stock_params
-from workers.families.sequence import additive_mask, check_sequence, sequence_input, sequence_tokens
+from workers.families.rules import FAMILY_RULES
+from workers.families.sequence import additive_mask, sequence_input, sequence_tokens
 
 ROPE_THETA = 10_000.0
 NORM_EPS = 1e-12  # cramming's norm_eps
@@ -274,6 +275,7 @@ def crammed_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 CRAMMED_BERT = Family(
     name="crammed_bert",
+    **FAMILY_RULES["crammed_bert"].family_fields(),
     description=FAMILY_DESCRIPTIONS["crammed_bert"],
     build=build_crammed_bert,
     attention_layers=crammed_attention_layers,
@@ -281,9 +283,6 @@ CRAMMED_BERT = Family(
     kappa_layers=crammed_kappa_layers,
     num_tokens=sequence_tokens,
     reference_params=reference_crammed_bert_params,
-    accepts=("head_dim", "seq_len", "vocab_size", "dropout", "num_kv_heads"),
-    check=lambda spec: check_sequence(spec, "crammed_bert", "ModernBERT's Wqkv maps d_model to 3 · d_model"),
-    modality="masked_lm",
     example_input=sequence_input,
     example=dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=48, seq_len=16, vocab_size=60, num_classes=60),
 )

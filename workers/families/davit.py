@@ -30,20 +30,15 @@ from torch import nn
 from workers.config import ModelSpec
 from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
-    STAGED_FIELDS,
     Family,
     KappaLayer,
-    SpecProblem,
     call_float64,
     concat_heads,
-    derived_head_dim_only,
     exact_mlp_ratio,
     softmax_attention,
-    stage_heads_divide,
     stock_timm_params,
 )
-
-STEM_STRIDE = 4
+from workers.families.rules import FAMILY_RULES, STEM_STRIDE, check_davit  # noqa: F401 (re-exported)
 
 
 def build_davit(spec: ModelSpec) -> nn.Module:
@@ -72,26 +67,6 @@ def timm_davit_params(spec: ModelSpec) -> int:
         mlp_ratio=spec.mlp_dim / spec.embed_dim,
         qkv_bias=spec.qkv_bias,
     )
-
-
-def check_davit(spec: ModelSpec) -> list[SpecProblem]:
-    problems = derived_head_dim_only(spec, "davit", "its q, k, v project each stage's width to itself")
-    if spec.swept_stage is None:
-        problems.append(
-            SpecProblem(
-                "stage_depths",
-                None,
-                "davit needs its stages",
-                "set stage_depths, stage_heads, stage_dims and swept_stage (davit_base: see VARIANTS)",
-            )
-        )
-        return problems
-    problems += stage_heads_divide(spec)
-    if spec.patch_size != STEM_STRIDE:
-        problems.append(
-            SpecProblem("patch_size", spec.patch_size, "DaViT's stem is a stride-4 convolution", "set patch_size: 4")
-        )
-    return problems
 
 
 def davit_blocks(model: nn.Module):
@@ -166,6 +141,7 @@ def davit_tokens(spec: ModelSpec) -> int:
 
 DAVIT = Family(
     name="davit",
+    **FAMILY_RULES["davit"].family_fields(),
     description=FAMILY_DESCRIPTIONS["davit"],
     build=build_davit,
     attention_layers=davit_attention_layers,
@@ -173,8 +149,6 @@ DAVIT = Family(
     kappa_layers=davit_kappa_layers,
     num_tokens=davit_tokens,
     reference_params=timm_davit_params,
-    accepts=STAGED_FIELDS,
-    check=check_davit,
     example=dict(
         img_size=32,
         in_chans=1,

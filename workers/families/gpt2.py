@@ -63,7 +63,8 @@ from transformers.pytorch_utils import Conv1D
 
 from workers.config import ModelSpec
 from workers.families import FAMILY_DESCRIPTIONS
-from workers.families.base import Family, KappaLayer, SpecProblem, concat_heads, stock_params
+from workers.families.base import Family, KappaLayer, concat_heads, stock_params
+from workers.families.rules import FAMILY_RULES, check_gpt2  # noqa: F401 (re-exported)
 from workers.families.sequence import sequence_input, sequence_tokens
 
 
@@ -214,22 +215,6 @@ def reference_gpt2_params(spec: ModelSpec) -> int:
         return stock_params(GPT2LMHeadModel(gpt2_config(spec)))
 
 
-def check_gpt2(spec: ModelSpec) -> list[SpecProblem]:
-    problems = []
-    if spec.seq_len is None or spec.vocab_size is None:
-        problems.append(
-            SpecProblem(
-                "seq_len",
-                spec.seq_len,
-                "gpt2 is a language model, so the data set must give seq_len and vocab_size",
-                "use a language-model data set (data.name: mqar or tinystories)",
-            )
-        )
-    if spec.head_dim is None and spec.embed_dim % spec.num_heads:
-        problems.append(SpecProblem("num_heads", spec.num_heads, "must divide embed_dim", "or set head_dim"))
-    return problems
-
-
 def gpt2_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Each block's ``attn`` (c_attn for q, k, v; c_proj), in depth order."""
     return [(f"transformer.h.{i}.attn", block.attn) for i, block in enumerate(model.lm.transformer.h)]
@@ -261,6 +246,7 @@ def gpt2_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 GPT2 = Family(
     name="gpt2",
+    **FAMILY_RULES["gpt2"].family_fields(),
     description=FAMILY_DESCRIPTIONS["gpt2"],
     build=build_gpt2,
     attention_layers=gpt2_attention_layers,
@@ -268,18 +254,6 @@ GPT2 = Family(
     kappa_layers=gpt2_kappa_layers,
     num_tokens=sequence_tokens,
     reference_params=reference_gpt2_params,
-    accepts=(
-        "head_dim",
-        "seq_len",
-        "vocab_size",
-        "dropout",
-        "tie_embeddings",
-        "num_kv_heads",
-        "conditioning",
-        "conditioning_weight",
-    ),
-    check=check_gpt2,
-    modality="causal_lm",
     example_input=sequence_input,
     example=dict(depth=2, num_heads=4, embed_dim=32, mlp_dim=64, seq_len=16, vocab_size=50, num_classes=50),
     output_projections=lambda model: [block.attn.c_proj for block in model.lm.transformer.h],

@@ -39,23 +39,19 @@ from transformers import NystromformerConfig, NystromformerModel
 
 from workers.config import ModelSpec
 from workers.families import FAMILY_DESCRIPTIONS
-from workers.families.base import Family, KappaLayer, PerImageBlocks, SpecProblem, stock_params
+from workers.families.base import Family, KappaLayer, PerImageBlocks, stock_params
+from workers.families.rules import DEFAULT_CONV_KERNEL, DEFAULT_LANDMARKS, FAMILY_RULES, check_nystromformer, landmarks  # noqa: F401 (re-exported)
 from workers.families.sequence import (
     DEFAULT_DROPOUT,
     PAD_ID,
-    SEQUENCE_FIELDS,
     SequenceClassifier,
     additive_mask,
-    check_sequence,
     encoder_mlp_layers,
     lra_head_params,
     real_rows,
     sequence_input,
     sequence_tokens,
 )
-
-DEFAULT_LANDMARKS = 64  # the authors' LRA runs: nystrom-64
-DEFAULT_CONV_KERNEL = 35  # the authors' LRA runs: conv_kernel_size 35
 
 
 def nystromformer_config(spec: ModelSpec) -> NystromformerConfig:
@@ -75,10 +71,6 @@ def nystromformer_config(spec: ModelSpec) -> NystromformerConfig:
         conv_kernel_size=spec.conv_kernel_size or DEFAULT_CONV_KERNEL,
         pad_token_id=PAD_ID,
     )
-
-
-def landmarks(spec: ModelSpec) -> int:
-    return spec.num_landmarks or min(DEFAULT_LANDMARKS, spec.seq_len)
 
 
 class NystromformerClassifier(SequenceClassifier):
@@ -107,28 +99,6 @@ def reference_nystromformer_params(spec: ModelSpec) -> int:
     return stock_params(encoder) + lra_head_params(spec)
 
 
-def check_nystromformer(spec: ModelSpec) -> list[SpecProblem]:
-    problems = check_sequence(spec, "nystromformer", "HF's q, k, v project hidden_size to hidden_size")
-    if spec.seq_len is None:
-        return problems
-    m = landmarks(spec)
-    if m > spec.seq_len or spec.seq_len % m:
-        problems.append(
-            SpecProblem(
-                "num_landmarks",
-                m,
-                f"must divide seq_len ({spec.seq_len}): HF averages Q and K over m segments of seq_len / m positions",
-                "choose a divisor of seq_len, or pad seq_len up to a multiple (LRA's 2000 → 2048 for 64 landmarks)",
-            )
-        )
-    kernel = spec.conv_kernel_size or DEFAULT_CONV_KERNEL
-    if kernel % 2 == 0:
-        problems.append(
-            SpecProblem("conv_kernel_size", kernel, "must be odd (HF pads kernel // 2 on each side)", "use an odd size")
-        )
-    return problems
-
-
 def nystromformer_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Per layer: the self-attention (q, k, v, the conv on V) and the output projection (dense)."""
     found = []
@@ -155,6 +125,7 @@ def nystromformer_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 NYSTROMFORMER = Family(
     name="nystromformer",
+    **FAMILY_RULES["nystromformer"].family_fields(),
     description=FAMILY_DESCRIPTIONS["nystromformer"],
     build=build_nystromformer,
     attention_layers=nystromformer_attention_layers,
@@ -162,9 +133,6 @@ NYSTROMFORMER = Family(
     kappa_layers=nystromformer_kappa_layers,
     num_tokens=sequence_tokens,
     reference_params=reference_nystromformer_params,
-    accepts=(*SEQUENCE_FIELDS, "num_landmarks", "conv_kernel_size"),
-    check=check_nystromformer,
-    modality="sequence",
     example_input=sequence_input,
     example=dict(
         depth=2,

@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from workers.config import ModelSpec
-from workers.families.base import SpecProblem, derived_head_dim_only
+from workers.families.rules import SEQUENCE_FIELDS, check_sequence  # noqa: F401 (re-exported)
 
-SEQUENCE_FIELDS = ("head_dim", "seq_len", "vocab_size", "dropout")  # head_dim: only embed_dim / num_heads
 DEFAULT_DROPOUT = 0.1  # the Nyströmformer authors' LRA ListOps config (dropout_prob, attention_dropout)
 PAD_ID = 0  # workers.data.listops pads with 0
 
@@ -64,21 +63,6 @@ def sequence_tokens(spec: ModelSpec) -> int:
 def lra_head_params(spec: ModelSpec) -> int:
     """The classifier head's parameters, by hand: d_model → mlp_dim and mlp_dim → classes, with biases."""
     return spec.embed_dim * spec.mlp_dim + spec.mlp_dim + spec.mlp_dim * spec.num_classes + spec.num_classes
-
-
-def check_sequence(spec: ModelSpec, family: str, why_head_dim: str) -> list[SpecProblem]:
-    """Rules every sequence family shares: a sequence data set, and head_dim = d_model / heads."""
-    problems = derived_head_dim_only(spec, family, why_head_dim)
-    if spec.seq_len is None or spec.vocab_size is None:
-        problems.append(
-            SpecProblem(
-                "seq_len",
-                spec.seq_len,
-                f"{family} reads token sequences, so the data set must give seq_len and vocab_size",
-                "use a sequence data set (data.name: listops or lra_listops)",
-            )
-        )
-    return problems
 
 
 def encoder_mlp_layers(encoder_layers: nn.ModuleList) -> list[tuple[str, nn.Module]]:

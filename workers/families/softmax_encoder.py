@@ -31,13 +31,12 @@ from workers.families.base import (
     softmax_attention,
     stock_params,
 )
+from workers.families.rules import FAMILY_RULES
 from workers.families.sequence import (
     DEFAULT_DROPOUT,
     PAD_ID,
-    SEQUENCE_FIELDS,
     SequenceClassifier,
     additive_mask,
-    check_sequence,
     encoder_mlp_layers,
     lra_head_params,
     sequence_input,
@@ -128,6 +127,7 @@ def softmax_encoder_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 SOFTMAX_ENCODER = Family(
     name="softmax_encoder",
+    **FAMILY_RULES["softmax_encoder"].family_fields(),
     description=FAMILY_DESCRIPTIONS["softmax_encoder"],
     build=build_softmax_encoder,
     attention_layers=softmax_encoder_attention_layers,
@@ -135,9 +135,6 @@ SOFTMAX_ENCODER = Family(
     kappa_layers=softmax_encoder_kappa_layers,
     num_tokens=sequence_tokens,
     reference_params=reference_softmax_encoder_params,
-    accepts=(*SEQUENCE_FIELDS, "conditioning", "conditioning_weight"),
-    check=lambda spec: check_sequence(spec, "softmax_encoder", "BERT's q, k, v project hidden_size to hidden_size"),
-    modality="sequence",
     example_input=sequence_input,
     example=dict(
         depth=2, num_heads=4, embed_dim=32, mlp_dim=64, seq_len=64, vocab_size=20, num_classes=10, dropout=0.0

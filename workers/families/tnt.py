@@ -24,27 +24,16 @@ from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
-    SpecProblem,
     call_float64,
     common_timm_kwargs,
     concat_heads,
-    derived_head_dim_only,
     exact_mlp_ratio,
-    heads_divide,
     softmax_attention,
     stock_timm_params,
 )
+from workers.families.rules import DEFAULT_INNER_HEADS, FAMILY_RULES, check_tnt, inner_dim, inner_heads  # noqa: F401 (re-exported)
 
-DEFAULT_INNER_HEADS = 4
 PIXEL_STRIDE = 4  # timm's first_stride: each patch becomes (patch_size / 4)² pixel tokens
-
-
-def inner_dim(spec: ModelSpec) -> int:
-    return spec.inner_dim if spec.inner_dim is not None else max(1, spec.embed_dim // 16)
-
-
-def inner_heads(spec: ModelSpec) -> int:
-    return spec.inner_heads if spec.inner_heads is not None else DEFAULT_INNER_HEADS
 
 
 def build_tnt(spec: ModelSpec) -> nn.Module:
@@ -72,12 +61,6 @@ def timm_tnt_params(spec: ModelSpec) -> int:
         mlp_ratio=spec.mlp_dim / spec.embed_dim,
         first_stride=PIXEL_STRIDE,
     )
-
-
-def check_tnt(spec: ModelSpec) -> list[SpecProblem]:
-    problems = derived_head_dim_only(spec, "tnt", "timm's TNT attention keeps q, k, v at the block's width")
-    problems += heads_divide("inner_heads", inner_heads(spec), inner_dim(spec), "inner_dim")
-    return problems
 
 
 def tnt_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -118,6 +101,7 @@ def tnt_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 TNT_FAMILY = Family(
     name="tnt",
+    **FAMILY_RULES["tnt"].family_fields(),
     description=FAMILY_DESCRIPTIONS["tnt"],
     build=build_tnt,
     attention_layers=tnt_attention_layers,
@@ -125,8 +109,6 @@ TNT_FAMILY = Family(
     kappa_layers=tnt_kappa_layers,
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2 + 1,
     reference_params=timm_tnt_params,
-    accepts=("head_dim", "inner_dim", "inner_heads"),
-    check=check_tnt,
     example=dict(
         img_size=32,
         in_chans=1,

@@ -26,6 +26,7 @@ from workers.families.base import (
     softmax_attention,
     stock_timm_params,
 )
+from workers.families.rules import FAMILY_RULES
 
 
 def fixed_head_dim_attention(head_dim: int) -> type[Attention]:
@@ -119,6 +120,7 @@ def vit_tokens(spec: ModelSpec) -> int:
 
 VIT = Family(
     name="vit",
+    **FAMILY_RULES["vit"].family_fields(),
     description=FAMILY_DESCRIPTIONS["vit"],
     build=build_vit,
     attention_layers=vit_attention_layers,
@@ -126,7 +128,6 @@ VIT = Family(
     kappa_layers=vit_kappa_layers,
     num_tokens=vit_tokens,
     reference_params=timm_vit_params("vit_tiny_patch16_224"),
-    accepts=("head_dim", "conditioning", "conditioning_weight"),
     example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
     output_projections=lambda model: [block.attn.proj for block in model.blocks],
 )

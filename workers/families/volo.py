@@ -30,21 +30,16 @@ from torch import nn
 from workers.config import ModelSpec
 from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
-    STAGED_FIELDS,
     Family,
     KappaLayer,
-    SpecProblem,
     call_float64,
     common_timm_kwargs,
     concat_heads,
-    derived_head_dim_only,
     exact_mlp_ratio,
     softmax_attention,
-    stage_heads_divide,
     stock_params,
 )
-
-STAGES = 4  # timm's VOLO: outlook attention and downsampling are set per stage for four stages
+from workers.families.rules import FAMILY_RULES, STAGES, check_volo  # noqa: F401 (re-exported)
 
 
 def build_volo(spec: ModelSpec) -> nn.Module:
@@ -71,35 +66,6 @@ def timm_volo_params(spec: ModelSpec) -> int:
             mlp_ratio=spec.mlp_dim / spec.embed_dim,
         )
     return stock_params(model)
-
-
-def check_volo(spec: ModelSpec) -> list[SpecProblem]:
-    problems = derived_head_dim_only(spec, "volo", "its q, k, v project each stage's width to itself")
-    if spec.swept_stage is None or len(spec.stage_depths) != STAGES:
-        got = None if spec.stage_depths is None else len(spec.stage_depths)
-        fix = "set four stage_depths, stage_heads and stage_dims, and swept_stage"
-        return [*problems, SpecProblem("stage_depths", got, "volo needs its four stages", fix)]
-    stages = spec.stages()
-    problems += stage_heads_divide(spec)
-    if len({width for _, _, width in stages[1:]}) != 1:
-        problems.append(
-            SpecProblem(
-                "stage_dims",
-                [width for *_, width in stages],
-                "stages 2 to 4 must share one width (VOLO downsamples once, after stage 1)",
-                "give stages 2 to 4 the same width",
-            )
-        )
-    if spec.patch_size % 2 or spec.img_size % (2 * spec.patch_size):
-        problems.append(
-            SpecProblem(
-                "patch_size",
-                spec.patch_size,
-                f"must be even and 2 × patch_size must divide img_size ({spec.img_size}): VOLO halves the grid",
-                "use 8 at 224 px",
-            )
-        )
-    return problems
 
 
 def volo_blocks(model: nn.Module):
@@ -164,6 +130,7 @@ def volo_tokens(spec: ModelSpec) -> int:
 
 VOLO_FAMILY = Family(
     name="volo",
+    **FAMILY_RULES["volo"].family_fields(),
     description=FAMILY_DESCRIPTIONS["volo"],
     build=build_volo,
     attention_layers=volo_attention_layers,
@@ -171,8 +138,6 @@ VOLO_FAMILY = Family(
     kappa_layers=volo_kappa_layers,
     num_tokens=volo_tokens,
     reference_params=timm_volo_params,
-    accepts=STAGED_FIELDS,
-    check=check_volo,
     example=dict(
         img_size=32,
         in_chans=1,

@@ -28,14 +28,13 @@ from workers.families import FAMILY_DESCRIPTIONS
 from workers.families.base import (
     Family,
     KappaLayer,
-    SpecProblem,
     call_float64,
     common_timm_kwargs,
     concat_heads,
-    derived_head_dim_only,
     exact_mlp_ratio,
     stock_timm_params,
 )
+from workers.families.rules import FAMILY_RULES, check_xcit  # noqa: F401 (re-exported)
 
 LAYER_SCALE_INIT = 1e-5  # timm's xcit_*_24 variants (eta); the 12-layer ones use 1.0
 
@@ -63,15 +62,6 @@ def timm_xcit_params(spec: ModelSpec) -> int:
         eta=LAYER_SCALE_INIT,
         tokens_norm=True,
     )
-
-
-def check_xcit(spec: ModelSpec) -> list[SpecProblem]:
-    problems = derived_head_dim_only(spec, "xcit", "XCA's q, k, v project embed_dim to embed_dim")
-    if spec.patch_size not in (8, 16):
-        problems.append(
-            SpecProblem("patch_size", spec.patch_size, "XCiT's convolutional patch embedding takes 8 or 16", "use 16")
-        )
-    return problems
 
 
 def xcit_attention_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -107,6 +97,7 @@ def xcit_kappa_layers(model: nn.Module) -> list[KappaLayer]:
 
 XCIT = Family(
     name="xcit",
+    **FAMILY_RULES["xcit"].family_fields(),
     description=FAMILY_DESCRIPTIONS["xcit"],
     build=build_xcit,
     attention_layers=xcit_attention_layers,
@@ -114,7 +105,5 @@ XCIT = Family(
     kappa_layers=xcit_kappa_layers,
     num_tokens=lambda spec: (spec.img_size // spec.patch_size) ** 2,
     reference_params=timm_xcit_params,
-    accepts=("head_dim",),
-    check=check_xcit,
     example=dict(img_size=32, in_chans=1, num_classes=10, depth=2, num_heads=4, embed_dim=32, mlp_dim=64, patch_size=8),
 )

@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 
 from sweep.questions import QUESTIONS, declared_axes, declared_labels
-from sweep.results.reader import AXES_MARK, LABELS_MARK, compat_sql, label_line
 from sweep.text import at_mark
 
 AXIS_COLUMNS_MARK = "-- @question-axis-columns"  # where a view after configs names each question's axis
@@ -30,6 +29,8 @@ TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_fi
 
 def views_text() -> str:
     """Every analysis definition as one text, in loading order: the core files, then each question's."""
+    from sweep.results.reader import compat_sql
+
     core = [compat_sql(), *(core_sql(name) for name in CORE_FILES)]
     return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
 
@@ -38,6 +39,8 @@ def core_sql(name: str) -> str:
     """A core file's text, with each question's label (``Question.labels``) at its mark in ``configs``: the
     label's aggregate over the config's rows (``Label.in_configs``); and each question's axis
     (``Question.axes``), one value per config in ``configs`` and named in ``vs_baseline``."""
+    from sweep.results.reader import AXES_MARK, LABELS_MARK, label_line  # pyarrow and duckdb: not for --help
+
     lines = [label_line(label, f"{label.in_configs}({label.name})") for label in declared_labels()]
     axes = [label_line(axis, f"any_value({axis.name})") for axis in declared_axes()]
     named = [f"{axis.name},  -- {' '.join(axis.doc.split())}" for axis in declared_axes()]
@@ -46,6 +49,9 @@ def core_sql(name: str) -> str:
 
 
 def analysis_views() -> list[str]:
-    """The analysis views' names (not the tables', nor the macros), in loading order."""
-    names = re.findall(r"CREATE OR REPLACE VIEW (\w+)", re.sub(r"--[^\n]*", "", views_text()))
+    """The analysis views' names (not the tables', nor the macros), in loading order: read from the files as
+    written (the marks add columns, never views), so ``sweep --help`` loads neither pyarrow nor duckdb."""
+    files = [(VIEWS_DIR / name).read_text() for name in CORE_FILES]
+    text = "\n".join([*files, *filter(None, (q.sql_text() for q in QUESTIONS))])
+    names = re.findall(r"CREATE OR REPLACE VIEW (\w+)", re.sub(r"--[^\n]*", "", text))
     return [name for name in names if name not in TABLE_NAMES]

@@ -11,7 +11,6 @@ import pytest
 
 import sweep.analysis.sql
 import sweep.results.storage
-
 from sweep.analysis.sql import run_query
 from sweep.cli import main, one_line
 from sweep.results.compact import compact_space
@@ -26,7 +25,9 @@ def plant(results, trials: int, sweeps: int = 1) -> None:
         for index in range(trials):
             row = {"space": "unit", "sweep_id": f"s{sweep}", "trial_id": f"t{index}", "config_id": f"c{index}",
                    "seed": sweep, "status": "ok"}  # fmt: skip
-            write_atomic(table_from_rows("trials", [row]), results / "trials" / "unit" / f"s{sweep}" / f"t{index}.parquet")
+            write_atomic(
+                table_from_rows("trials", [row]), results / "trials" / "unit" / f"s{sweep}" / f"t{index}.parquet"
+            )
 
 
 def test_a_reader_that_listed_before_a_compaction_reads_after_it_without_failing_or_double_counting(tmp_path):
@@ -50,14 +51,14 @@ def test_past_the_retention_a_compaction_deletes_what_it_merged(tmp_path, monkey
     assert [p.name[:10] for p in results.glob("trials/unit/s0/*.parquet")] == ["compacted-"]
 
 
-def test_plain_duckdb_over_the_folder_leaves_superseded_files_out(tmp_path):
+def test_plain_duckdb_over_the_folder_leaves_superseded_files_out(tmp_path, monkeypatch):
     results = tmp_path / "results"
     plant(results, 4, sweeps=2)
     for table in ("epochs", "kappa", "spaces"):  # the views read every table: none of them holds a row here
         write_atomic(table_from_rows(table, []), results / table / "unit" / "s0" / "empty.parquet")
     compact_space(results, "unit")
     assert len(list(results.glob("trials/**/*.parquet"))) == 10  # 8 kept + 2 compacted
-    os.chdir(tmp_path)  # as docs/schema.md says: duckdb -init views.sql in the folder that holds results/
+    monkeypatch.chdir(tmp_path)  # as docs/schema.md says: duckdb -init views.sql in the folder that holds results/
     con = duckdb.connect()
     con.execute(VIEWS.read_text())
     assert con.execute("SELECT count(*) FROM trials").fetchone() == (8,)
@@ -117,12 +118,12 @@ def test_forced_order_list_then_delete_then_read_with_retention_zero_answers_in_
 
 
 @pytest.mark.slow
-def test_plain_duckdb_over_the_printed_views_in_a_loop_during_a_compaction_answers_right(tmp_path):
+def test_plain_duckdb_over_the_printed_views_in_a_loop_during_a_compaction_answers_right(tmp_path, monkeypatch):
     results = tmp_path / "results"
     plant(results, 60, sweeps=4)  # 240 files: each plain query reads every footer twice (docs/schema.md)
     for table in ("epochs", "kappa", "spaces"):
         write_atomic(table_from_rows(table, []), results / table / "unit" / "s0" / "empty.parquet")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     con = duckdb.connect()
     con.execute(VIEWS.read_text())
     done, answers = threading.Event(), []

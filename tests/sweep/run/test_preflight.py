@@ -54,7 +54,7 @@ def test_a_dtype_error_only_under_bf16_autocast_is_caught(monkeypatch):
 
 def space_file(tmp_path, name: str, **changes) -> Path:
     """local_digits.yaml with top-level sections updated by ``changes``, written to ``tmp_path``."""
-    space = yaml.safe_load(Path("search_spaces/local_digits.yaml").read_text())
+    space = yaml.safe_load((Path(__file__).parents[3] / "search_spaces" / "local_digits.yaml").read_text())
     for key, value in changes.items():
         space[key] = {**space.get(key, {}), **value} if isinstance(value, dict) and key == "model" else value
     path = tmp_path / f"{name}.yaml"

@@ -308,14 +308,15 @@ def answer_lines(results_dir, space: str, hints: Hints) -> list[str]:
     """The answer's headline in two or three lines, for the end of ``sweep run`` and ``sweep rerun``: how many
     configs hold, break and are open, the leanest that holds, and the command that writes the report. Nothing
     when the space has no trials recorded."""
-    from sweep.analysis.report.data import count_trials
     from sweep.analysis.report.headline import find_headline
     from sweep.analysis.sql import connect_lazily
     from sweep.markdown import query
 
     con, views = connect_lazily(results_dir)
     views.create(["trials"])  # what the lines below read, not every view: a run's last step stays short
-    if count_trials(con, space) == 0:
+    # fetched whole: a result left open (fetchone) would block creating the views below on some connections
+    (recorded,) = con.execute("SELECT count(*) FROM trials WHERE space = ?", [space]).fetchall()[0]
+    if recorded == 0:
         return []
     views.create(ANSWER_READS)
     headline = find_headline(con, space)

@@ -111,7 +111,7 @@ KNOWN_SPACES ?= $(sort $(basename $(notdir $(wildcard search_spaces/known_*.yaml
 KNOWN_RESULTS ?= results/known
 known-answers: $(INSTALLED)
 	for space in $(KNOWN_SPACES); do $(BIN)/sweep run $$space --profile cpu --results $(KNOWN_RESULTS) || exit $$?; done
-	$(BIN)/sweep sql "SELECT space, name, expected, found, verdict, round(delta, 2) AS delta, round(delta_lo, 2) AS lo, round(delta_hi, 2) AS hi, round(a_mean, 2) AS a_mean, round(b_mean, 2) AS b_mean FROM expectations" --results $(KNOWN_RESULTS)
+	$(BIN)/sweep sql "SELECT space, name, expected, found, verdict, round(delta, 2) AS delta, round(delta_lo, 2) AS lo, round(delta_hi, 2) AS hi, round(a_mean, 2) AS a_mean, n_a AS a_seeds, round(b_mean, 2) AS b_mean, n_b AS b_seeds FROM expectations" --results $(KNOWN_RESULTS)
 
 # sweep preflight --stand-in-data on every shipped space x profile through the CLI, the GPU profiles against a
 # stated 8-GPU node (bench/preflight_shipped.py; about 14 minutes on 2 cores). A check users run, not a timed test.

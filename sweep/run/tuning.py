@@ -16,7 +16,7 @@ from pathlib import Path
 from sweep.analysis.sql import connect
 from sweep.plan.plan import Missing, Plan
 from sweep.plan.tuning import selection_pairs, verdict_pairs
-from sweep.run.rerun import recorded_pairs
+from sweep.run import rerun  # looked up at each call, as the resume checks are (tests patch them there)
 
 
 def missing_of(pairs: list, recorded: set[tuple[str, int]]) -> list[Missing]:
@@ -26,12 +26,12 @@ def missing_of(pairs: list, recorded: set[tuple[str, int]]) -> list[Missing]:
 
 def missing_selection(plan: Plan, results_dir: Path) -> list[Missing]:
     """The selection runs of ``plan`` the results do not hold yet."""
-    return missing_of(selection_pairs(plan), recorded_pairs(results_dir, plan.space_name))
+    return missing_of(selection_pairs(plan), rerun.recorded_pairs(results_dir, plan.space_name))
 
 
 def chosen_rates(plan: Plan, results_dir: Path) -> dict[str, float]:
     """recipe_config_id → chosen rate, for each config of ``plan`` whose selection runs are all recorded."""
-    recorded = recorded_pairs(results_dir, plan.space_name)
+    recorded = rerun.recorded_pairs(results_dir, plan.space_name)
     waiting = {m.config.label("recipe_config_id") for m in missing_of(selection_pairs(plan), recorded)}
     ready = [c.config_id for c in plan.configs if c.config_id not in waiting]
     if not ready:
@@ -50,5 +50,5 @@ def chosen_rates(plan: Plan, results_dir: Path) -> dict[str, float]:
 def missing_verdicts(plan: Plan, results_dir: Path) -> tuple[list[Missing], int]:
     """The verdict runs at each chosen rate the results do not hold, and how many configs have no rate yet."""
     chosen = chosen_rates(plan, results_dir)
-    missing = missing_of(verdict_pairs(plan, chosen), recorded_pairs(results_dir, plan.space_name))
+    missing = missing_of(verdict_pairs(plan, chosen), rerun.recorded_pairs(results_dir, plan.space_name))
     return missing, len(plan.configs) - len(chosen)

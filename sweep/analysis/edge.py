@@ -27,7 +27,9 @@ Definitions (docs/search.md says them for users):
   breaks); otherwise not found.
 
 What to train next (the order of :attr:`EdgeState.proposals`): the baseline's seeds up to baseline_seeds; then
-one more seed for each trained config whose verdict is still open and that has nothing training, those without an
+the seeds each started config still lacks to reach min_seeds finished seeds (a new config is started with them
+all, and keeps them even when implied meanwhile), then one more seed for each config whose verdict is still open,
+that nothing implies (or that is a column end ``check_ends`` measures) and that has nothing training, those without an
 interval first, then nearest the tolerance (|gain − (−tolerance)| / half-width of the interval); then, in each
 column with no open config in flight, the middle config of its longest run of untried configs between the deepest
 measured break and the shallowest measured hold (the shallower middle of an even run: it is cheaper), started
@@ -323,6 +325,31 @@ def unmeasured_ends(column: list[CellState], tallies: dict[str, _Tally]) -> list
     return [c for c in ends if c.verdict == UNTRIED and c.implied and not tallies[c.config_id].pending]
 
 
+def being_measured(cell: CellState, tally: _Tally, s: EdgeSettings, ends: set[str]) -> bool:
+    """Whether a started config is still being measured: its verdict is open (or its first seeds are training)
+    and either nothing implies it, or it is a column end ``check_ends`` measures, or it has not yet had its
+    min_seeds trials (a config is started with them all: it keeps them even when implied meanwhile)."""
+    started = tally.n_trials + len(tally.pending)
+    if cell.verdict not in (OPEN, UNTRIED) or not started:
+        return False
+    return cell.implied is None or cell.config_id in ends or started < s.min_seeds
+
+
+def seeds_wanted(cell: CellState, tally: _Tally, s: EdgeSettings) -> int:
+    """How many more seeds a config being measured is given now: without an interval, enough to reach min_seeds
+    finished seeds (a failed trial is made up for); with one, one more seed, the next look, once nothing of it is
+    training; never past max_seeds trials."""
+    room = s.max_seeds - tally.n_trials - len(tally.pending)
+    if cell.gain_lo is None:
+        # 0 while the interval waits for the baseline's seeds; a config with no finished seed yet counts its failed
+        # trials too, so one that fails every time is 'failed' after min_seeds trials
+        finished = cell.n_seeds if cell.n_seeds else tally.n_trials
+        wanted = s.min_seeds - finished - len(tally.pending)
+    else:
+        wanted = 0 if tally.pending else 1
+    return max(0, min(wanted, room))
+
+
 def nearness(cell: CellState, tolerance: float) -> float:
     """How near the tolerance an open config's interval sits, in half-widths (0: on it; −1 without an interval,
     so those come first: they have not reached min_seeds)."""
@@ -364,11 +391,10 @@ def assess(
         lines += [line] if line else []
         edges.append(column_edge(column, line is not None))
         states.update({c.config_id: c for c in column})
-        extend += [c for c in column if c.verdict == OPEN and c.implied is None and not tallies[c.config_id].pending]
-        in_flight = any(
-            (c.verdict == OPEN and c.implied is None) or (tallies[c.config_id].pending and c.verdict == UNTRIED)
-            for c in column
-        )
+        ends = {c.config_id for c in (column[0], column[-1])} if settings.check_ends else set()
+        measuring = [c for c in column if being_measured(c, tallies[c.config_id], settings, ends)]
+        extend += measuring
+        in_flight = bool(measuring) or any(tallies[c.config_id].pending for c in column)
         if line:
             starts += [c for c in column if c.verdict == UNTRIED and not tallies[c.config_id].pending]
         elif not in_flight:
@@ -392,12 +418,7 @@ def proposal_order(
     proposals = [(baseline_id, seed) for seed in baseline.next_seeds(max(missing, 0))]
     for cell in sorted(extend, key=lambda c: nearness(c, s.tolerance)):
         tally = tallies[cell.config_id]
-        if cell.gain_lo is None and cell.n_seeds >= s.min_seeds:
-            continue  # its seeds are in; the interval waits for the baseline's
-        # Without an interval it is brought up to min_seeds trials (a failed one is retried once at a time).
-        count = max(1, s.min_seeds - tally.n_trials) if cell.gain_lo is None else 1
-        count = min(count, s.max_seeds - tally.n_trials)
-        proposals += [(cell.config_id, seed) for seed in tally.next_seeds(count)]
+        proposals += [(cell.config_id, seed) for seed in tally.next_seeds(seeds_wanted(cell, tally, s))]
     for cell in starts:
         proposals += [(cell.config_id, seed) for seed in tallies[cell.config_id].next_seeds(s.min_seeds)]
     return proposals

@@ -190,3 +190,23 @@ def test_the_implied_ends_are_measured_once_the_edge_is_bracketed_when_asked():
     assert assess(cells, "d3h16", SETTINGS, obs).finished  # d4 implied holds, never measured
     checked = assess(cells, "d3h16", replace(SETTINGS, check_ends=True), obs)
     assert checked.proposals == [("d4h16", 0), ("d4h16", 1)]
+
+
+def test_taken_one_at_a_time_a_started_config_gets_its_other_seeds_while_the_first_trains():
+    """A searcher hands Tune one trial a call: the config it started is brought up to min_seeds meanwhile."""
+    cells = lattice([1, 2, 3], [4])
+    obs = [Observation("d3h4", s, 90.0 + s % 2) for s in range(5)]
+    first = assess(cells, "d3h4", SETTINGS, obs).proposals[0]
+    assert first == ("d1h4", 0)
+    assert assess(cells, "d3h4", SETTINGS, obs, pending={first}).proposals == [("d1h4", 1)]
+
+
+def test_an_end_checked_after_bisection_is_measured_to_a_verdict_not_left_at_one_trial():
+    cells = lattice([1, 2, 3, 4], [16])
+    obs = [Observation("d3h16", s, 90.0 + s % 2) for s in range(5)]
+    obs += [Observation("d2h16", s, 90.0 + s % 2) for s in range(2)]
+    obs += [Observation("d1h16", s, 80.0 + s % 2) for s in range(2)]
+    obs += [Observation("d4h16", 0, 88.5)]  # one seed of the end in: still implied holds, still measured
+    state = assess(cells, "d3h16", replace(SETTINGS, check_ends=True), obs)
+    assert state.cells["d4h16"].implied == "holds"
+    assert state.proposals == [("d4h16", 1)]

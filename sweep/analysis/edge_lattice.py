@@ -47,6 +47,7 @@ def edge_settings(plan: Plan) -> EdgeSettings:
         max_seeds=search.max_seeds,
         baseline_seeds=search.baseline_seeds,
         alpha=search.alpha,
+        check_ends=search.check_ends,
     )
 
 

@@ -261,6 +261,9 @@ class EdgeSearchSpec(StrictModel):
     error rate, Bonferroni-split over the max_seeds − min_seeds + 1 looks a config can have, so an interval stays
     valid however many seeds it got before it stopped. ``max_trials``: the most trials the search's record may
     hold (its configs' recorded rows, any run's, plus this run's); None: no cap but the verdicts' own.
+    ``check_ends``: once bisection has bracketed a column's edge, also measure the column's shallowest and deepest
+    configs where their verdicts are only implied, so that a column that breaks again at its deepest ("deeper
+    worst" at a short budget) contradicts the assumption instead of being implied to hold.
     Tolerance and direction come from the space's ``metric:``; seeds are the smallest a config has not recorded
     (the space's ``seeds:`` is not used)."""
 
@@ -270,6 +273,7 @@ class EdgeSearchSpec(StrictModel):
     baseline_seeds: int = Field(default=5, ge=2)
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     max_trials: PositiveInt | None = None
+    check_ends: bool = False
 
     @model_validator(mode="after")
     def _seeds_ordered(self) -> EdgeSearchSpec:

@@ -1,4 +1,4 @@
-"""A plan as the edge search sees it (``search: {kind: edge}``, docs/search.md): one lattice per model family, its
+"""A plan as the edge search sees it (``search: {kind: edge}``; docs/analysis.md): one lattice per model family, its
 configs as :class:`~sweep.analysis.edge.Cell` s in columns (every config sharing all shape axes but depth), the
 search's settings, and what ``sweep plan`` expects the search to cost, simulated with the search's own rules
 (:func:`sweep.analysis.edge.assess`). Pure: no DuckDB, no Ray, no torch.

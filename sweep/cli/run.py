@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import os
 import sys
 import time
@@ -214,10 +215,11 @@ def run_edge(plan: Plan, args) -> int:
     if record.observations:
         print(f"{prefix}, resuming: {plural(len(record.observations), 'recorded trial')} of its "
               f"{plural(len(plan.configs), 'config')} start it", file=sys.stderr)  # fmt: skip
-    summary = EdgeSearch(plan, record, trials).summary()  # what the record alone settles (and its contradictions)
+    said = io.StringIO()  # the run's searcher says the record's contradictions; only a settled search says them here
+    summary = EdgeSearch(plan, record, trials, stream=said).summary()  # what the record alone settles
     if summary.finished:
-        for line in summary.lines():
-            print(f"[sweep] {line}", file=sys.stderr)
+        for line in [*said.getvalue().splitlines(), *(f"[sweep] {line}" for line in summary.lines())]:
+            print(line, file=sys.stderr)
         print(f"{prefix}: every config is settled (a verdict, an implied one, or its seed cap); nothing to train",
               file=sys.stderr)  # fmt: skip
         return 0

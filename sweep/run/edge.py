@@ -1,4 +1,4 @@
-"""The edge search (``search: {kind: edge}``, docs/search.md) as a Ray Tune Searcher: it reads what the results
+"""The edge search (``search: {kind: edge}``; docs/analysis.md) as a Ray Tune Searcher: it reads what the results
 record of the space's configs, asks :func:`sweep.analysis.edge.assess` what to train next on every suggestion, and
 hands Tune one (config, seed) at a time, never one that is recorded or training.
 
@@ -92,6 +92,16 @@ def most_trials(plan: Plan, record: EdgeRecord) -> int:
     return max(1, most)
 
 
+def smallest_free(taken: set[int], count: int) -> list[int]:
+    """The ``count`` smallest non-negative seeds not in ``taken`` (none when count < 1)."""
+    seeds, candidate = [], 0
+    while len(seeds) < count:
+        if candidate not in taken:
+            seeds.append(candidate)
+        candidate += 1
+    return seeds
+
+
 class EdgeSearch(Searcher):
     """Tune's searcher for the edge search (the module docstring says what it does). ``trials``: the most it hands
     out (None: no cap but the verdicts'); ``stream``: where contradiction lines go (stderr)."""
@@ -108,6 +118,7 @@ class EdgeSearch(Searcher):
         self.cap = trials
         self.handed_out = 0
         self.said: list[str] = []  # contradiction lines printed so far
+        self.said_columns: set[tuple] = set()  # (lattice, column words) of each
         self.finished = self.capped = False
         self.stream = stream
 
@@ -121,10 +132,35 @@ class EdgeSearch(Searcher):
         ]
 
     def say_contradictions(self, states: list) -> None:
-        for line in (line for state in states for line in state.contradictions):
-            if line not in self.said:
-                self.said.append(line)
-                print(f"[sweep] {line}", file=self.stream or sys.stderr, flush=True)
+        """Print each column's contradiction the first time it is found (its numbers move as seeds come in)."""
+        for index, state in enumerate(states):
+            for line in state.contradictions:
+                column = (index, line.split(": depth ", 1)[0])  # "edge search: column …" names the column
+                if column not in self.said_columns:
+                    self.said_columns.add(column)
+                    self.said.append(line)
+                    print(f"[sweep] {line}", file=self.stream or sys.stderr, flush=True)
+
+    def top_ups(self, states: list) -> list[tuple[str, int]]:
+        """The seeds a config started with min_seeds still lacks while its first ones train: ``assess`` proposes a
+        new config's min_seeds seeds together, and once one of them is training it proposes nothing more for that
+        config until a result comes, so the rest are handed out from here (as a wave of the search would)."""
+        trials: dict[str, set[int]] = {}
+        for obs in (*self.recorded, *self.observed):
+            trials.setdefault(obs.config_id, set()).add(obs.seed)
+        training: dict[str, set[int]] = {}
+        for config_id, seed in self.pending.values():
+            training.setdefault(config_id, set()).add(seed)
+        wanted = []
+        for state in states:
+            for config_id, seeds in training.items():
+                cell = state.cells.get(config_id)
+                if cell is None or cell.verdict not in ("untried", "open") or cell.gain_lo is not None:
+                    continue
+                taken = trials.get(config_id, set()) | seeds
+                lacking = self.settings.min_seeds - len(taken)
+                wanted += [(config_id, seed) for seed in smallest_free(taken, lacking)]
+        return wanted
 
     def suggest(self, trial_id: str):
         if self.finished:
@@ -135,7 +171,8 @@ class EdgeSearch(Searcher):
         states = self.assess()
         self.say_contradictions(states)
         training = set(self.pending.values())
-        proposal = next((p for state in states for p in state.proposals if p not in training), None)
+        proposals = [*self.top_ups(states), *(p for state in states for p in state.proposals)]
+        proposal = next((p for p in proposals if p not in training), None)
         if proposal is None:
             if self.pending:  # their results decide what comes next
                 return None

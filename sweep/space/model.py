@@ -252,7 +252,7 @@ class OptunaSearchSpec(StrictModel):
 
 
 class EdgeSearchSpec(StrictModel):
-    """The edge search (docs/search.md): trials placed where a config's verdict against the baseline is still
+    """The edge search (docs/analysis.md): trials placed where a config's verdict against the baseline is still
     open, along each column of the lattice (every config sharing all shape axes but depth), by noisy bisection
     over depth, until every config has a verdict, measured or implied, or the budget is spent.
 

@@ -142,9 +142,10 @@ class EdgeSearch(Searcher):
                     print(f"[sweep] {line}", file=self.stream or sys.stderr, flush=True)
 
     def top_ups(self, states: list) -> list[tuple[str, int]]:
-        """The seeds a config started with min_seeds still lacks while its first ones train: ``assess`` proposes a
-        new config's min_seeds seeds together, and once one of them is training it proposes nothing more for that
-        config until a result comes, so the rest are handed out from here (as a wave of the search would)."""
+        """The seeds a started config still lacks to reach min_seeds: ``assess`` proposes a new config's min_seeds
+        seeds together, but once one is training (or finished, for a config whose verdict is implied, such as a
+        column's end under ``check_ends``) it proposes no more of them; the rest are handed out from here, as a
+        wave of the search would hand them out together."""
         trials: dict[str, set[int]] = {}
         for obs in (*self.recorded, *self.observed):
             trials.setdefault(obs.config_id, set()).add(obs.seed)
@@ -152,12 +153,13 @@ class EdgeSearch(Searcher):
         for config_id, seed in self.pending.values():
             training.setdefault(config_id, set()).add(seed)
         wanted = []
+        started = set(trials) | set(training)
         for state in states:
-            for config_id, seeds in training.items():
+            for config_id in sorted(started):
                 cell = state.cells.get(config_id)
                 if cell is None or cell.verdict not in ("untried", "open") or cell.gain_lo is not None:
                     continue
-                taken = trials.get(config_id, set()) | seeds
+                taken = trials.get(config_id, set()) | training.get(config_id, set())
                 lacking = self.settings.min_seeds - len(taken)
                 wanted += [(config_id, seed) for seed in smallest_free(taken, lacking)]
         return wanted
@@ -207,12 +209,14 @@ class EdgeSearch(Searcher):
     def summary(self) -> EdgeSummary:
         states = self.assess()
         self.say_contradictions(states)
+        settled = all(state.finished for state in states) and not self.pending
+        self.capped = self.capped or (self.cap is not None and self.handed_out >= self.cap and not settled)
         return EdgeSummary(
             states,
             [lattice.family for lattice in self.lattices],
             len(self.recorded),
             len(self.observed),
-            self.finished and not self.capped,
+            settled,
             self.capped,
             list(self.said),
         )

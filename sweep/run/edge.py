@@ -7,7 +7,9 @@ hands Tune one (config, seed) at a time, never one that is recorded or training.
   failed (``diverged``, ``oom``, ``pruned``: the search counts it toward the config's trials, not its seeds).
   A trial with status ``error`` is not recorded (sweep/run/rerun.py): its pair may run again.
 - Each suggestion: ``assess`` over the record, the trials finished in this run and those still training; the first
-  proposal is handed out (its payload as a grid's, ``trial_payload``). No proposal while trials are training: wait
+  proposal is handed out (its payload as a grid's, ``trial_payload``), after the seeds a started config still
+  lacks to reach min_seeds (:meth:`EdgeSearch.top_ups`: ``assess`` proposes them only while none is out).
+  No proposal while trials are training: wait
   (None). No proposal and nothing training: every config has its verdict, an implied one or its seed cap, and the
   search tells Tune it has finished. Each family's lattice is assessed on its own, against its own baseline.
 - A cap on the trials it hands out (``--trials N``, else what ``max_trials`` leaves): reached, it finishes; the

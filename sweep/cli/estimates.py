@@ -77,7 +77,8 @@ def estimate_rows(plan: Plan, settings: dict) -> list[dict]:
 
 def trial_counts(plan: Plan) -> dict[str, float]:
     """Trials per config id: seeds per config on a grid (or the planned pairs); Optuna draws its trials from
-    the configs, so each counts num_trials ÷ configs (its totals are an average over the configs)."""
+    the configs, so each counts num_trials ÷ configs (its totals are an average over the configs); an edge search,
+    its typical case."""
     if plan.pairs is not None:
         counts: dict[str, float] = {}
         for config, _ in plan.pairs:
@@ -85,6 +86,10 @@ def trial_counts(plan: Plan) -> dict[str, float]:
         return counts
     if plan.space.search.kind == "grid":
         return {c.config_id: len(plan.seeds) for c in plan.configs}
+    if plan.space.search.kind == "edge":  # its typical case (sweep/analysis/edge_lattice.py)
+        from sweep.analysis.edge_lattice import expected
+
+        return expected(plan)["typical"].trials
     return {c.config_id: plan.space.search.num_trials / len(plan.configs) for c in plan.configs}
 
 
@@ -141,6 +146,8 @@ def print_estimate_totals(plan: Plan, totals: dict) -> None:
         tune = plan.space.tune
         spent += (f" untuned, {amount(totals['tuned_gpu_hours'])} tuned ({len(tune.rates())} rates × "
                   f"{plural(len(tune.selection_seeds), 'selection seed')} a config first)")  # fmt: skip
+    if plan.space.search.kind == "edge":
+        spent += " (the edge search's typical case; its worst and the full grid's below)"
     print(f"estimate on {totals['gpu']} at MFU {totals['mfu']:.3f} ({totals['mfu_source']}), training steps only: "
           f"{spent}; peak memory at batch {plan.space.train.batch_size} (sweep/plan/estimate.py)")  # fmt: skip
 

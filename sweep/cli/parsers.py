@@ -112,7 +112,8 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trials",
         type=parse_trials,
-        help="an Optuna search: train N more trials now (default: what its num_trials has left)",
+        help="an Optuna search: train N more trials now (default: what its num_trials has left); an edge search: "
+        "train at most N trials now (default: what its max_trials leaves, else no cap)",
     )
     parser.add_argument(
         "--max-gpu-hours",

@@ -162,6 +162,11 @@ def print_plan_json(plan: Plan, rows: list[dict], removed: list[dict], estimate:
                 "trials": rows,
                 "removed": removed,
                 "published": compare_published(plan),
+                **(
+                    {"edge_search": edge_expectation(plan, train_seconds(rows))}
+                    if plan.space.search.kind == "edge"
+                    else {}
+                ),
                 **answers,
                 **({"estimate": estimate} if estimate is not None else {}),
             },
@@ -189,7 +194,9 @@ def print_plan_header(plan: Plan, rows: list[dict]) -> None:
     )
 
 
-def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None:
+def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict], train_s: dict | None = None) -> None:
+    """The search's line(s): the grid's trials, Optuna's budget, or the edge search's expected cost (``train_s``:
+    each config's estimated seconds per trial, with ``--gpu``)."""
     search = plan.space.search
     if search.kind == "grid":
         from sweep.questions import QUESTIONS
@@ -200,6 +207,9 @@ def print_plan_search(plan: Plan, rows: list[dict], removed: list[dict]) -> None
             f"grid: {plural(len(rows), 'config')}{arms} × {plural(len(plan.seeds), 'seed')} {plan.seeds} = "
             f"{plural(len(rows) * len(plan.seeds), 'trial')}"
         )
+    elif search.kind == "edge":
+        for line in edge_plan_lines(plan, train_s):
+            print(line)
     else:
         print(
             f"optuna ({search.sampler}): {plural(search.num_trials, 'trial')} drawn from these "
@@ -241,8 +251,51 @@ def cmd_plan(args) -> int:
     print_question_lines(plan, "before published")
     print_published(plan)
     print_question_lines(plan, "after published")
-    print_plan_search(plan, rows, removed)
+    print_plan_search(plan, rows, removed, train_seconds(rows))
     return 0
+
+
+def train_seconds(rows: list[dict]) -> dict | None:
+    """Each config's estimated seconds per trial (``--gpu``), or None without estimates."""
+    if not rows or "est_train_s" not in rows[0]:
+        return None
+    return {row["config_id"]: row["est_train_s"] for row in rows}
+
+
+def edge_expectation(plan: Plan, train_s: dict | None) -> dict:
+    """The edge search's typical and worst cases beside the full grid at 3 seeds (``sweep/analysis/edge_lattice.py``
+    defines them): trials, waves and device-hours (None without ``--gpu``), as ``sweep plan``'s JSON carries them."""
+    from sweep.analysis.edge_lattice import expected
+
+    return {
+        case: {"trials": cost.total, "waves": cost.waves,
+               "gpu_hours": cost.device_s / 3600 if cost.device_s is not None else None}
+        for case, cost in expected(plan, train_s).items()
+    }  # fmt: skip
+
+
+def edge_plan_lines(plan: Plan, train_s: dict | None) -> list[str]:
+    """What the edge search is expected to cost, typical and worst, beside the full grid at 3 seeds."""
+    from sweep.cli.estimates import amount
+
+    search = plan.space.search
+    cases = edge_expectation(plan, train_s)
+    grid = cases["grid"]
+
+    def said(case: dict) -> str:
+        hours = f", {amount(case['gpu_hours'])} GPU-hours" if case["gpu_hours"] is not None else ""
+        share = f" ({case['trials'] / grid['trials']:.0%} of the grid's trials)" if case is not grid else ""
+        return f"{plural(case['trials'], 'trial')} in {plural(case['waves'], 'wave')}{hours}{share}"
+
+    return [
+        f"edge search over these {plural(len(plan.configs), 'config')}: {search.min_seeds} to {search.max_seeds} "
+        f"seeds a config, {search.baseline_seeds} for the baseline, alpha {search.alpha:g}"
+        + (f", at most {plural(search.max_trials, 'trial')}" if search.max_trials else ""),
+        f"  typical: {said(cases['typical'])}; worst: {said(cases['worst'])}; the full grid at 3 seeds: {said(grid)}",
+        "  typical: a noise-free lattice whose edge sits mid-column, every config settling at min_seeds; worst: "
+        "every config not implied by the baseline measured to max_seeds; a wave: the trials proposed together "
+        "(all at once given enough devices)" + ("" if train_s else "; GPU-hours with --gpu NAME"),
+    ]
 
 
 def write_trial_configs(plan: Plan, folder: Path) -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from sweep.text import plural
 
 if TYPE_CHECKING:
     from sweep.plan.plan import Plan
+    from sweep.run.edge import EdgeRecord
     from sweep.run.rerun import SearchRecord
 
 
@@ -96,6 +98,8 @@ def run_space(args) -> int:
     with sweep_lock(args.results, plan.space_name, args.wait):
         if plan.space.search.kind == "optuna":
             return run_search(plan, args)
+        if plan.space.search.kind == "edge":
+            return run_edge(plan, args)
         if plan.space.tune is not None:
             return run_tuned(plan, args)
         if not args.fresh:
@@ -195,6 +199,56 @@ def run_search(plan: Plan, args) -> int:
     return launch(plan, args, record=record, trials=trials)
 
 
+def run_edge(plan: Plan, args) -> int:
+    """An edge search, resumed from every recorded trial of its configs (``sweep/run/edge.py``): it trains what its
+    verdicts still need, up to ``--trials N`` trials now (default: what ``max_trials`` leaves; none: no cap). No
+    (config, seed) pair is trained twice; ``--fresh`` is refused (the verdicts rest on every recorded seed)."""
+    from sweep.run.edge import EdgeSearch, edge_record
+
+    if getattr(args, "fresh", False):
+        raise UsageError("--fresh does not go with an edge search: its verdicts rest on every recorded seed; use "
+                         "another --results folder to start over")  # fmt: skip
+    search = plan.space.search
+    record = edge_record(args.results, plan)
+    trials = args.trials if args.trials is not None else record.remaining(search.max_trials)
+    prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): edge search"
+    if record.observations:
+        print(f"{prefix}, resuming: {plural(len(record.observations), 'recorded trial')} of its "
+              f"{plural(len(plan.configs), 'config')} start it", file=sys.stderr)  # fmt: skip
+    said = io.StringIO()  # the run's searcher says the record's contradictions; only a settled search says them here
+    summary = EdgeSearch(plan, record, trials, stream=said).summary()  # what the record alone settles
+    if summary.finished:
+        for line in [*said.getvalue().splitlines(), *(f"[sweep] {line}" for line in summary.lines())]:
+            print(line, file=sys.stderr)
+        print(f"{prefix}: every config is settled (a verdict, an implied one, or its seed cap); nothing to train",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    if trials is not None and trials < 1:
+        print(f"{prefix}: its trial cap is spent ({len(record.observations)} of max_trials {search.max_trials} "
+              f"recorded); `{hints_of(args).run('--trials N')}` trains N more", file=sys.stderr)  # fmt: skip
+        return 0
+    if getattr(args, "dry_run", False):
+        print(f"{prefix}: a run would train what the verdicts need, {cap_words(trials)} (--dry-run: nothing runs)",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    return launch(plan, args, record=record, trials=trials)
+
+
+def cap_words(trials: int | None) -> str:
+    return "with no trial cap" if trials is None else f"at most {plural(trials, 'trial')}"
+
+
+def search_words(plan: Plan, count: int | None) -> str:
+    """How ``launch`` names what it runs: ``12 trials, grid``; ``at most 40 trials, edge search …``."""
+    search = plan.space.search
+    if search.kind == "grid":
+        return f"{count} trials, grid"
+    if search.kind == "optuna":
+        return f"{count} trials, optuna {search.sampler}"
+    return (f"{cap_words(count)}, edge search ({search.min_seeds} to {search.max_seeds} seeds a config, "
+            f"{search.baseline_seeds} for the baseline, alpha {search.alpha:g})")  # fmt: skip
+
+
 def cmd_rerun(args) -> int:
     status = rerun_space(args)
     if not args.dry_run:
@@ -268,7 +322,7 @@ def rerun_search(args, check_data) -> int:
     if args.select != "all":
         raise UsageError(f"--select {args.select} needs --seeds N (seeds wanted per selected config: 0 … N-1)")
     with lock_unless_dry_run(args, plan.space_name):
-        return run_search(plan, args)
+        return run_search(plan, args) if plan.space.search.kind == "optuna" else run_edge(plan, args)
 
 
 def rerun_inconclusive(args, check_data) -> int:
@@ -305,8 +359,9 @@ def rerun_inconclusive(args, check_data) -> int:
     return 0
 
 
-def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | None = None) -> int:
-    """Run ``plan``: a grid's trials, or an Optuna search resumed from ``record`` for ``trials`` trials."""
+def launch(plan: Plan, args, record: SearchRecord | EdgeRecord | None = None, trials: int | None = None) -> int:
+    """Run ``plan``: a grid's trials, or an Optuna or edge search resumed from ``record`` for ``trials`` trials
+    (an edge search: at most; None, no cap)."""
     from sweep.run.tuner import run_sweep
 
     grid = plan.space.search.kind == "grid"
@@ -314,8 +369,8 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
     if device_hours_spent(args, plan.space_name):
         return 0
     print(
-        f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {count} trials, "
-        f"{'grid' if grid else 'optuna ' + plan.space.search.sampler}, results in {args.results}/",
+        f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): {search_words(plan, count)}, "
+        f"results in {args.results}/",
         file=sys.stderr,
     )
     outcome = run_sweep(
@@ -337,6 +392,8 @@ def launch(plan: Plan, args, record: SearchRecord | None = None, trials: int | N
         print(f"[sweep] {describe_study(outcome.study, count)}", file=sys.stderr)
     if outcome.device_hours is not None:
         print(f"[sweep] {outcome.device_hours.words()}", file=sys.stderr)
+    for line in outcome.edge.lines() if outcome.edge is not None else []:
+        print(f"[sweep] {line}", file=sys.stderr)
     query = f"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'"
     print(f"[sweep] query them: {hints_of(args).sql(query)}", file=sys.stderr)
     compact_after_sweep(args.results, plan.space_name)

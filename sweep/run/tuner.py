@@ -30,6 +30,7 @@ from sweep.questions import QUESTIONS
 from sweep.results.sink import ParquetSink, record_space
 from sweep.results.storage import resolved, tune_storage
 from sweep.run.budget import DeviceHoursLimiter, DeviceHoursSummary, PlannedTrials, recorded_device_s
+from sweep.run.edge import EdgeRecord, EdgeSearch, EdgeSummary, edge_record, most_trials
 from sweep.run.progress import ProgressLine
 from sweep.run.rerun import SearchRecord, search_record
 from sweep.run.search import ResumedSearch, StudySummary, make_searcher
@@ -64,6 +65,7 @@ class SweepOutcome:
     results_dir: Path  # or the ObjectStore of an s3:// or gs:// prefix
     study: StudySummary | None = None  # an Optuna search's study and what it did
     device_hours: DeviceHoursSummary | None = None  # --max-gpu-hours: what was spent and what was not started
+    edge: EdgeSummary | None = None  # an edge search's verdicts, edges and contradictions at the end
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -278,10 +280,10 @@ def build_tuner(
     callbacks: list,
     reuse_actors: bool,
     data_parallel: bool,
-    search: tuple[ResumedSearch | DeviceHoursLimiter, int] | None = None,
+    search: tuple[ResumedSearch | EdgeSearch | DeviceHoursLimiter, int] | None = None,
     verbosity: int = 0,
 ) -> tune.Tuner:
-    """``search``: the searcher (an Optuna search's, or the device-hours limiter over either kind) and how many
+    """``search``: the searcher (an Optuna or edge search's, or the device-hours limiter over any kind) and how many
     trials it hands out (None: a grid without ``--max-gpu-hours``, run as ``tune.grid_search``); ``verbosity``:
     Tune's (:func:`configure_output`)."""
     searcher, trials = search if search is not None else (None, 1)
@@ -360,7 +362,7 @@ def run_sweep(
     progress: bool = True,
     extra_callbacks: list | None = None,
     reuse_actors: bool = True,
-    record: SearchRecord | None = None,
+    record: SearchRecord | EdgeRecord | None = None,
     trials: int | None = None,
     verbose: bool = False,
     max_gpu_hours: float | None = None,
@@ -369,7 +371,9 @@ def run_sweep(
 
     An Optuna search resumes from ``record`` (None: what ``results_dir`` records, read here;
     ``sweep/run/search.py`` says how) and trains ``trials`` (None: what its ``num_trials`` has left), never a
-    (config, seed) pair twice. With nothing left to train it returns at once, having run nothing.
+    (config, seed) pair twice. An edge search likewise (``record``: an :class:`EdgeRecord`; ``trials``: the most it
+    hands out, None: what ``max_trials`` leaves, else no cap; ``sweep/run/edge.py``). With nothing left to train
+    it returns at once, having run nothing.
     ``extra_callbacks``: more Tune callbacks (tests use one to see exactly what trials reported).
     ``verbose``: Ray's, Tune's and Optuna's own output too (:func:`configure_output`).
     ``reuse_actors``: keep a finished trial's worker process for the next trial (the default, see below).
@@ -380,12 +384,16 @@ def run_sweep(
     validation.check_data(plan.space, space_ref)
     results_dir = resolved(results_dir)  # a folder made absolute, or an object-store prefix
     sweep_id = new_sweep_id(plan)
-    grid = plan.space.search.kind == "grid"
-    if not grid:
+    kind = plan.space.search.kind
+    grid = kind == "grid"
+    if kind == "optuna":
         record = record if record is not None else search_record(results_dir, plan)
         trials = trials if trials is not None else record.remaining(plan.space.search.num_trials)
-        if trials < 1:
-            return SweepOutcome(sweep_id, 0, {}, 0.0, results_dir)
+    elif kind == "edge":
+        record = record if record is not None else edge_record(results_dir, plan)
+        trials = trials if trials is not None else record.remaining(plan.space.search.max_trials)
+    if not grid and trials is not None and trials < 1:
+        return SweepOutcome(sweep_id, 0, {}, 0.0, results_dir)
     trackers = tracker_callbacks(plan, sweep_id)  # before Ray starts: a tracker's missing package is one line
     started = time.monotonic()
     tune_verbosity = configure_output(verbose)
@@ -395,13 +403,13 @@ def run_sweep(
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters
-    searcher = None if grid else make_searcher(plan, record)
-    total = len(plan.trials()) if grid else trials
+    searcher = None if grid else make_searcher(plan, record) if kind == "optuna" else EdgeSearch(plan, record, trials)
+    total = len(plan.trials()) if grid else trials if trials is not None else most_trials(plan, record)
     sink = ParquetSink(results_dir, sweep_id)
     limiter = (
         None if max_gpu_hours is None else device_hours_limiter(plan, results_dir, sink, searcher, max_gpu_hours, total)
     )
-    search = (limiter, total) if limiter is not None else (None if grid else (searcher, trials))
+    search = (limiter, total) if limiter is not None else (None if grid else (searcher, total))
     record_plan_space(plan, results_dir, sweep_id)
     callbacks = [sink, *trackers, *(extra_callbacks or [])] + ([ProgressLine(total)] if progress else [])
     interruption = Interruption()
@@ -418,9 +426,12 @@ def run_sweep(
                     callback.on_experiment_end(trials=[])  # end the live line before the one that says why
             raise SweepInterrupted(len(sink.written)) from None
     statuses = count_statuses(sink.written)
-    study = searcher.summary() if searcher else None  # Tune drives the searcher it was given, in this process
+    # Tune drives the searcher it was given, in this process
+    study = searcher.summary() if isinstance(searcher, ResumedSearch) else None
+    edge = searcher.summary() if isinstance(searcher, EdgeSearch) else None
     spent = limiter.summary() if limiter else None
-    return SweepOutcome(sweep_id, len(sink.written), statuses, time.monotonic() - started, results_dir, study, spent)
+    wall_s = time.monotonic() - started
+    return SweepOutcome(sweep_id, len(sink.written), statuses, wall_s, results_dir, study, spent, edge)
 
 
 class Interruption(tune.Callback):

@@ -445,12 +445,14 @@ def close_key_hint(loc: tuple) -> str:
 
 
 def allowed_keys(parent: tuple) -> list[str]:
-    from sweep.space.model import SECTION_MODELS, Space
+    from sweep.space.model import SEARCH_MODELS, SECTION_MODELS, Space
     from workers.data.registry import BY_NAME
 
     if not parent:
         return list(Space.model_fields)
-    if parent[0] == "data":
+    if parent[0] == "search" and len(parent) > 1 and str(parent[1]) in SEARCH_MODELS:
+        model = SEARCH_MODELS[str(parent[1])]
+    elif parent[0] == "data":
         model = BY_NAME.get(str(parent[1])) if len(parent) > 1 else None
     else:
         model = SECTION_MODELS.get(str(parent[0]))

@@ -251,6 +251,40 @@ class OptunaSearchSpec(StrictModel):
     seed: int = 0
 
 
+class EdgeSearchSpec(StrictModel):
+    """The edge search (docs/analysis.md): trials placed where a config's verdict against the baseline is still
+    open, along each column of the lattice (every config sharing all shape axes but depth), by noisy bisection
+    over depth, until every config has a verdict, measured or implied, or the budget is spent.
+
+    The baseline gets ``baseline_seeds`` seeds first; a config starts with ``min_seeds`` and gets one more at a
+    time while its verdict is open, up to ``max_seeds`` trials (failed ones included). ``alpha``: each verdict's
+    error rate, Bonferroni-split over the max_seeds − min_seeds + 1 looks a config can have, so an interval stays
+    valid however many seeds it got before it stopped. ``max_trials``: the most trials the search's record may
+    hold (its configs' recorded rows, any run's, plus this run's); None: no cap but the verdicts' own.
+    ``check_ends``: once bisection has bracketed a column's edge, also measure the column's shallowest and deepest
+    configs where their verdicts are only implied, so that a column that breaks again at its deepest ("deeper
+    worst" at a short budget) contradicts the assumption instead of being implied to hold.
+    Tolerance and direction come from the space's ``metric:``; seeds are the smallest a config has not recorded
+    (the space's ``seeds:`` is not used)."""
+
+    kind: Literal["edge"]
+    min_seeds: int = Field(default=2, ge=2)
+    max_seeds: int = Field(default=5, ge=2)
+    baseline_seeds: int = Field(default=5, ge=2)
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    max_trials: PositiveInt | None = None
+    check_ends: bool = False
+
+    @model_validator(mode="after")
+    def _seeds_ordered(self) -> EdgeSearchSpec:
+        if self.max_seeds < self.min_seeds:
+            raise ValueError(
+                f"`min_seeds <= max_seeds` must hold, but got (min_seeds={self.min_seeds}, "
+                f"max_seeds={self.max_seeds}); raise max_seeds"
+            )
+        return self
+
+
 class Scheduler(StrictModel):
     """Early stopping. ``asha`` stops the worse trials at rungs of epochs; they are recorded as pruned."""
 
@@ -429,7 +463,7 @@ class BaseSpace(StrictModel):
     data: DataSpec = DigitsData()
     train: TrainSpec = TrainSpec()
     probes: ProbeSpec = ProbeSpec()
-    search: GridSearch | OptunaSearchSpec = Field(default=GridSearch(), discriminator="kind")
+    search: GridSearch | OptunaSearchSpec | EdgeSearchSpec = Field(default=GridSearch(), discriminator="kind")
     scheduler: Scheduler = Scheduler()
     resources: Resources = Resources()
     metric: Annotated[Headline, BeforeValidator(with_registry_defaults)] = Headline(**with_registry_defaults({}))
@@ -476,6 +510,9 @@ Space = create_model(
         if q.section
     },
 )
+
+# The search kinds by their ``kind:`` (pydantic names the kind in an error's key path: ``search.edge.alpha``).
+SEARCH_MODELS = {"grid": GridSearch, "optuna": OptunaSearchSpec, "edge": EdgeSearchSpec}
 
 SECTION_MODELS = {
     "model": ModelFixed,

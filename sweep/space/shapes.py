@@ -71,6 +71,12 @@ class Shape:
             *self.axes,
         )
 
+    def depth_column(self) -> tuple:
+        """The edge search's column of this shape (docs/search.md): every key but depth, as (name, value) pairs,
+        and the questions' labels (a control of the same shape is another column)."""
+        names = (*SHAPE_KEYS[1:], "family", "kv_heads", "conditioning")
+        return (*((name, getattr(self, name)) for name in names), *self.axes, *self.labels)
+
     def axis(self, name: str):
         """The value of a question's declared axis that is not a field of Shape (its default where unset)."""
         return dict(self.axes).get(name, next(a.default for a in declared_axes() if a.name == name))

@@ -299,7 +299,7 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
                 f"relax them (removed for: {', '.join(reasons)})",
             )
         ]
-    issues = removed_value_issues(space, shapes, removed, file)
+    issues = removed_value_issues(space, shapes, removed, file) + edge_column_issues(space, planner.shapes, file)
     for family in space.families():
         if resolve_baseline(space, shapes, family) is None:
             why = next(
@@ -318,6 +318,31 @@ def shape_issues(space: Space, file: str) -> list[ConfigIssue]:
                 ),
             ]
     return issues
+
+
+def edge_column_issues(space: Space, shapes: list[Shape], file: str) -> list[ConfigIssue]:
+    """The edge search bisects along depth: every column of its lattice (``Shape.depth_column``) needs at least
+    two depths; the first column short of them is reported."""
+    if space.search.kind != "edge":
+        return []
+    depths: dict[tuple, set[int]] = {}
+    for shape in shapes:
+        depths.setdefault(shape.depth_column(), set()).add(shape.depth)
+    short = [(column, found) for column, found in depths.items() if len(found) < 2]
+    if not short:
+        return []
+    column, found = short[0]
+    words = ", ".join(f"{name}={value}" for name, value in column)
+    return [
+        ConfigIssue(
+            file,
+            "search.kind",
+            f"the edge search needs at least 2 depths in every column (configs sharing all axes but depth); "
+            f"{len(short)} of {len(depths)} columns have fewer, e.g. {words}: depth {sorted(found)}",
+            "edge",
+            "give axes.depth two or more values that every shape keeps, or use `search: {kind: grid}`",
+        )
+    ]
 
 
 # Axes whose values a shape carries, by the Shape attribute that holds them.

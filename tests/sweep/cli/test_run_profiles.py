@@ -59,6 +59,9 @@ def test_every_shipped_profile_builds_its_tuner_through_sweep_run(tmp_path, loca
         config = tuner_state(results)["_tune_config"]
         if space.search.kind == "grid":
             assert config.search_alg is None and config.num_samples == 1
+        elif space.search.kind == "edge":  # its searcher came back whole, its lattice and rules with it
+            assert type(config.search_alg).__name__ == "EdgeSearch" and config.search_alg.lattices
+            assert config.num_samples >= len(config.search_alg.plan.configs)  # at most every config to max_seeds
         else:  # the searcher, its sampler included, went through pickle and came back whole
             sampler = type(config.search_alg._sampler).__name__
             expected = {"tpe": "TPESampler", "random": "RandomSampler", "nsga2": "NSGAIISampler"}

@@ -128,7 +128,8 @@ def search_json(plan) -> str:
     """The ``spaces.search`` JSON of ``plan``: its space's ``search:`` as validated (every field, whatever its
     kind), and for an edge search (``kind: edge``) its ``lattice``: every planned config as ``{config_id,
     is_baseline, depth, column}``, where ``column`` is the config's shape without its depth (family, num_heads,
-    head_dim, embed_dim, mlp_dim and each declared question axis, ``Question.axes``): the configs an edge search
+    head_dim, embed_dim, mlp_dim, each declared question axis, ``Question.axes``, and the questions' labels, as the
+    search's columns: ``Shape.depth_column``): the configs an edge search
     may train, untried ones included, which the ``edge_verdicts`` view lists (a config never trained has no
     trials row)."""
     search = plan.space.search.model_dump(mode="json")
@@ -141,7 +142,7 @@ def lattice_entry(config) -> dict:
     """One planned config of an edge search's lattice (:func:`search_json`)."""
     shape = config.shape.as_dict()
     keys = ["family", "num_heads", "head_dim", "embed_dim", "mlp_dim", *(axis.name for axis in declared_axes())]
-    column = {key: shape[key] for key in keys}
+    column = {key: shape[key] for key in keys} | dict(config.shape.labels)  # a control of the same shape: another
     return {"config_id": config.config_id, "is_baseline": config.is_baseline, "depth": shape["depth"], "column": column}
 
 

@@ -45,7 +45,7 @@ def cell_words(row: dict, headline: Headline) -> str:
     """One config's state: its measured verdict (with the gain and its interval's half-width where it has one)
     and, apart, its implied verdict and the measured depth it comes from."""
     words = row["verdict_words"]
-    if row["verdict"] in ("holds", "breaks", "open", "inconclusive") and row["gain"] is not None:
+    if row["verdict"] in ("holds", "breaks", "open", "inconclusive") and row["gain_lo"] is not None:
         half = (row["gain_hi"] - row["gain_lo"]) / 2
         gain = f"gain {format_delta(row['gain'], headline.name)} ± {format_delta(half, headline.name).lstrip('+')}"
         words = words.replace(" (measured)", f" (measured: {gain}, {plural(row['n_seeds'], 'seed')})", 1)

@@ -169,9 +169,11 @@ END;
 --             and family with ≥ 2 finished seeds, the baseline included; pooled_df = Σ_i (n_i − 1)
 --   t_crit = t_quantile(1 − alpha/(2·looks), pooled_df) (edge_settings)
 --   gain_lo, gain_hi = gain ∓ t_crit · s_p · √(1/n_c + 1/n_b): only when n_c ≥ min_seeds, n_b ≥ 2 and
---             pooled_df ≥ 1 (else gain, gain_lo and gain_hi are NULL: no interval)
+--             pooled_df ≥ 1, never for the baseline (else NULL: no interval; gain is there once both sides have a
+--             finished seed, 0 for the baseline)
 --   verdict (measured): 'baseline' (the reference: a measured hold in its own column); 'untried' (no trial);
---             'failed' (every trial failed: terminal, implies nothing); with an interval 'holds' when
+--             'failed' (min_seeds or more trials, every one failed: terminal, implies nothing); with an
+--             interval 'holds' when
 --             gain_lo ≥ −tolerance, 'breaks' when gain_hi < −tolerance; otherwise 'inconclusive' once the config
 --             has max_seeds trials, else 'open'
 --   contradiction: the config's column has a measured break deeper than a measured hold (the baseline's
@@ -226,8 +228,8 @@ judged AS (
            better_sign(c.metric_mode) AS better,
            c.score_mean - b.baseline_score AS delta,
            t_quantile(e.t_level, p.pooled_df) AS t_crit,
-           c.n_seeds >= e.min_seeds AND coalesce(b.baseline_seeds, 0) >= 2 AND coalesce(p.pooled_df, 0) >= 1
-               AS has_interval
+           NOT c.is_baseline AND c.n_seeds >= e.min_seeds AND coalesce(b.baseline_seeds, 0) >= 2
+               AND coalesce(p.pooled_df, 0) >= 1 AS has_interval  -- the baseline: gain 0, the reference
     FROM cells c
     JOIN edge_settings e USING (space, metric)
     JOIN (SELECT DISTINCT space, metric, tol FROM space_tolerance_at(fixed_tolerance)) tol USING (space, metric)
@@ -236,7 +238,7 @@ judged AS (
 ),
 intervals AS (
     SELECT *,
-        CASE WHEN has_interval THEN better * delta END AS gain,
+        better * delta AS gain,  -- NULL unless both sides have a finished seed
         CASE WHEN has_interval THEN better * delta - t_crit * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / baseline_seeds)
         END AS gain_lo,
         CASE WHEN has_interval THEN better * delta + t_crit * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / baseline_seeds)
@@ -248,7 +250,7 @@ verdicts AS (
         CASE
             WHEN is_baseline THEN 'baseline'
             WHEN n_trials = 0 THEN 'untried'
-            WHEN n_seeds = 0 THEN 'failed'
+            WHEN n_seeds = 0 AND n_trials >= min_seeds THEN 'failed'
             WHEN has_interval AND gain_lo >= -tol THEN 'holds'
             WHEN has_interval AND gain_hi < -tol THEN 'breaks'
             WHEN n_trials >= max_seeds THEN 'inconclusive'
@@ -308,26 +310,38 @@ FROM implied;
 CREATE OR REPLACE VIEW edge_verdicts AS
 FROM edge_verdicts_at(getvariable('tolerance'));
 
--- edge_columns_at(tolerance), edge_columns: one row per column of an edge-search space (edge_verdicts_at):
---   column_words: the column in words ('heads=16 (head_dim 4)', with d_model, MLP width, family, key/value
---                 heads and conditioning where the space's lattice varies them)
+-- edge_columns_at(tolerance), edge_columns: one row per column of an edge-search space (edge_verdicts_at), in
+-- the words the search prints (sweep/analysis/edge.py: column_words, contradiction, column_edge):
+--   column_words: the column's axes that vary across the space's lattice, 'num_heads=16, head_dim=4' (with
+--                 embed_dim, mlp_dim, kv_heads where grouped-query attention is swept, and conditioning, where each
+--                 varies)
 --   depths, verdicts, implied: the column's depths ascending, each one's measured verdict and implied one
 --   holds_from_depth: the shallowest depth measured to hold (the baseline counts); breaks_at_depth: the deepest
---                 measured to break (NULL when none)
+--                 measured to break (NULL when none, and both NULL in a column with a contradiction)
 --   found: the edge is bracketed by measurements: holds_from_depth and breaks_at_depth adjacent in the
 --                 column's depths; or 'holds throughout' (the shallowest depth measured holds); or 'breaks
 --                 throughout' (the deepest measured breaks); never with a contradiction
---   contradiction: a measured break deeper than a measured hold; contradiction_words: the one line that says it
---                 (the deepest break against the shallowest hold, gains ± their interval's half-width)
---   description: the edge in words, or why it is not found (a contradiction, or the configs in the bracket
---                 that are not measured to a verdict: inconclusive, failed, open or untried)
+--   contradiction: a measured break deeper than a measured hold; contradiction_words: the one line that says it,
+--                 the deepest break against the deepest hold shallower than it, each with its gain ± the interval's
+--                 half-width and its seeds ('the baseline' for the baseline)
+--   description: the edge in words, or why it is not found ('depth is not monotone in this column'; the
+--                 inconclusive or failed configs in the bracket; else 'still measuring')
+CREATE OR REPLACE MACRO edge_interval_words(verdict, gain, gain_lo, gain_hi, n_seeds) AS CASE
+    WHEN verdict = 'baseline' THEN 'the baseline'
+    WHEN gain_lo IS NULL THEN n_seeds || ' seeds'
+    ELSE printf('gain %s ± %s, %d seeds', printf('%+.3g', gain), printf('%.3g', (gain_hi - gain_lo) / 2), n_seeds)
+END;
+
 CREATE OR REPLACE MACRO edge_columns_at(fixed_tolerance) AS TABLE
 WITH cells AS (
-    SELECT *, (gain_hi - gain_lo) / 2 AS half_width FROM edge_verdicts_at(fixed_tolerance)
+    SELECT *, edge_interval_words(verdict, gain, gain_lo, gain_hi, n_seeds) AS interval_words
+    FROM edge_verdicts_at(fixed_tolerance)
 ),
-spread AS (
-    SELECT space, count(DISTINCT embed_dim) > 1 AS by_width, count(DISTINCT mlp_dim) > 1 AS by_mlp,
-           count(DISTINCT family) > 1 AS by_family
+spread AS (  -- which axes vary across the space's lattice: only those name a column
+    SELECT space, count(DISTINCT num_heads) > 1 AS by_heads, count(DISTINCT head_dim) > 1 AS by_head_dim,
+           count(DISTINCT embed_dim) > 1 AS by_width, count(DISTINCT mlp_dim) > 1 AS by_mlp,
+           bool_or(num_kv_heads <> num_heads) AND count(DISTINCT num_kv_heads) > 1 AS by_kv,
+           count(DISTINCT conditioning) > 1 AS by_conditioning
     FROM cells GROUP BY space
 ),
 col_stats AS (
@@ -339,59 +353,57 @@ col_stats AS (
            list(verdict ORDER BY depth) AS verdicts,
            list(implied ORDER BY depth) AS implied,
            min(depth) AS shallowest, max(depth) AS deepest,
-           min(depth) FILTER (WHERE verdict IN ('holds', 'baseline')) AS holds_from_depth,
-           max(depth) FILTER (WHERE verdict = 'breaks') AS breaks_at_depth
+           min(depth) FILTER (WHERE verdict IN ('holds', 'baseline')) AS hold_from,
+           max(depth) FILTER (WHERE verdict = 'breaks') AS break_at
     FROM cells GROUP BY space, column_key
 ),
 brackets AS (
     SELECT c.*,
            (SELECT count(*) FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key
-                AND x.depth > c.breaks_at_depth AND x.depth < c.holds_from_depth) AS between_count,
-           (SELECT string_agg('depth ' || x.depth || ' ' || edge_state_words(x.verdict, x.n_seeds, x.n_trials), ', '
-                              ORDER BY x.depth)
+                AND x.depth > c.break_at AND x.depth < c.hold_from) AS between_count,
+           (SELECT string_agg('depth ' || x.depth || ' ' || x.verdict, '; ' ORDER BY x.depth)
             FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key
-                AND x.depth > coalesce(c.breaks_at_depth, c.shallowest - 1)
-                AND x.depth < coalesce(c.holds_from_depth, c.deepest + 1)) AS bracket_words,
-           (SELECT printf('depth %d breaks (gain %s ± %s)', x.depth, printf('%.4g', x.gain), printf('%.2g', x.half_width))
-            FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key AND x.depth = c.breaks_at_depth
+                AND x.depth > coalesce(c.break_at, c.shallowest - 1) AND x.depth < coalesce(c.hold_from, c.deepest + 1)
+                AND x.verdict IN ('inconclusive', 'failed')) AS stuck_words,
+           (SELECT printf('depth %d breaks (%s)', x.depth, x.interval_words)
+            FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key AND x.depth = c.break_at
             LIMIT 1) AS break_words,
-           (SELECT CASE WHEN x.verdict = 'baseline' THEN printf('depth %d holds (the baseline)', x.depth)
-                        ELSE printf('depth %d holds (gain %s ± %s)', x.depth, printf('%.4g', x.gain),
-                                    printf('%.2g', x.half_width)) END
-            FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key AND x.depth = c.holds_from_depth
-            LIMIT 1) AS hold_words,
-           'heads=' || c.num_heads || ' (head_dim ' || c.head_dim || ')'
-               || CASE WHEN s.by_width THEN ', d_model ' || c.embed_dim ELSE '' END
-               || CASE WHEN s.by_mlp THEN ', MLP ' || c.mlp_dim ELSE '' END
-               || CASE WHEN c.num_kv_heads <> c.num_heads THEN ', ' || c.num_kv_heads || ' key/value heads' ELSE '' END
-               || CASE WHEN c.conditioning <> 'none' THEN ', conditioning ' || c.conditioning ELSE '' END
-               || CASE WHEN s.by_family THEN ', ' || c.family ELSE '' END AS column_words
+           (SELECT printf('depth %d holds (%s)', arg_max(x.depth, x.depth), arg_max(x.interval_words, x.depth))
+            FROM cells x WHERE x.space = c.space AND x.column_key = c.column_key AND x.depth < c.break_at
+                AND x.verdict IN ('holds', 'baseline')) AS hold_words,
+           concat_ws(', ',
+               CASE WHEN s.by_heads THEN 'num_heads=' || c.num_heads END,
+               CASE WHEN s.by_head_dim THEN 'head_dim=' || c.head_dim END,
+               CASE WHEN s.by_width THEN 'embed_dim=' || c.embed_dim END,
+               CASE WHEN s.by_mlp THEN 'mlp_dim=' || c.mlp_dim END,
+               CASE WHEN s.by_kv THEN 'kv_heads=' || c.num_kv_heads END,
+               CASE WHEN s.by_conditioning THEN 'conditioning=' || c.conditioning END) AS column_words
     FROM col_stats c JOIN spread s USING (space)
 ),
 found AS (
     SELECT *,
         coalesce(NOT contradiction AND (
-            (breaks_at_depth IS NULL AND holds_from_depth = shallowest)
-            OR (holds_from_depth IS NULL AND breaks_at_depth = deepest)
-            OR (breaks_at_depth < holds_from_depth AND between_count = 0)
+            hold_from = shallowest
+            OR break_at = deepest
+            OR (break_at < hold_from AND between_count = 0)
         ), false) AS found
     FROM brackets
 )
 SELECT space, metric, family, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning, column_key,
-       column_words, depths, verdicts, implied, breaks_at_depth, holds_from_depth, found, contradiction,
+       column_words, depths, verdicts, implied,
+       CASE WHEN NOT contradiction THEN break_at END AS breaks_at_depth,
+       CASE WHEN NOT contradiction THEN hold_from END AS holds_from_depth,
+       found, contradiction,
        CASE WHEN contradiction THEN
            printf('edge search: column %s: %s but %s: depth is not monotone here; measuring the whole column',
                   column_words, break_words, hold_words)
        END AS contradiction_words,
        CASE
-           WHEN contradiction THEN 'not found: ' || break_words || ' but ' || hold_words || ' (depth is not monotone here)'
-           WHEN found AND breaks_at_depth IS NULL THEN
-               printf('holds throughout: the shallowest depth, %d, measured holds', holds_from_depth)
-           WHEN found AND holds_from_depth IS NULL THEN
-               printf('breaks throughout: the deepest depth, %d, measured breaks', breaks_at_depth)
-           WHEN found THEN printf('breaks at depth %d, holds from depth %d (both measured)', breaks_at_depth,
-                                  holds_from_depth)
-           ELSE 'not found: ' || coalesce(bracket_words, 'nothing measured')
+           WHEN contradiction THEN 'not found: depth is not monotone in this column'
+           WHEN hold_from = shallowest THEN printf('holds throughout (measured at depth %d)', hold_from)
+           WHEN break_at = deepest THEN printf('breaks throughout (measured at depth %d)', break_at)
+           WHEN found THEN printf('breaks at depth %d, holds from depth %d', break_at, hold_from)
+           ELSE 'not found: ' || coalesce(stuck_words, 'still measuring')
        END AS description
 FROM found
 ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim, num_kv_heads DESC, conditioning;

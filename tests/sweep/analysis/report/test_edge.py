@@ -32,15 +32,15 @@ def test_sweep_report_says_measured_and_implied_verdicts_apart(edge_results, tmp
     assert "**implied** (never measured)" in section and "Bonferroni" in section
     assert "3 implied and never trained" in section
     # a column with its edge bracketed by measurements, each depth's verdict measured or implied, and from where
-    column = section[section.index("- **heads=8 (head_dim 8)**") :].split("\n- ")[0]
-    assert column.startswith("- **heads=8 (head_dim 8)**: breaks at depth 2, holds from depth 3 (both measured).")
+    column = section[section.index("- **num_heads=8, head_dim=8**") :].split("\n- ")[0]
+    assert column.startswith("- **num_heads=8, head_dim=8**: breaks at depth 2, holds from depth 3.")
     assert "  - depth 2: breaks (measured: gain -8.3 ± 0.5, 2 seeds)" in column
     assert "  - depth 4: holds (implied by depth 3, measured)" in column
     assert "  - depth 1: failed (all 2 trials); breaks (implied by depth 2, measured)" in column
     # the contradiction, in one line, and nothing implied in its column
-    assert "- edge search: column heads=16 (head_dim 4): depth 4 breaks (gain -5.9" in section
+    assert "- edge search: column num_heads=16, head_dim=4: depth 4 breaks (gain -5.92 ± 0.4" in section
     assert "depth is not monotone here; measuring the whole column" in section
-    heads16 = section[section.index("- **heads=16 (head_dim 4)**") :].split("\n- ")[0]
+    heads16 = section[section.index("- **num_heads=16, head_dim=4**") :].split("\n- ")[0]
     assert "implied" not in heads16 and "  - depth 3: untried" in heads16
     html = (out / "index.html").read_text()
     assert "never trained: implied holds (by depth 3, measured)" in html and '"name":"implied"' in html

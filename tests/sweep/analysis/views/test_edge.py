@@ -40,6 +40,7 @@ PLANTED = {
     (4, 16): (84.0, ["ok"] * 3),  # ... but the deeper depth 4 breaks: a contradiction, nothing implied
     (5, 2): (89.5, ["ok"] * 4),  # on the tolerance bound at the cap: inconclusive
     (3, 2): (90.0, ["ok"] * 2),
+    (4, 2): (0.0, ["error"]),  # one trial, failed: fewer than min_seeds trials, so open (not failed)
 }
 NOISE = 0.3
 
@@ -111,19 +112,20 @@ def expected_cells(rows: list[dict], mode: str) -> dict[str, dict]:
         n_trials = trials.get(cid, 0)
         state = {"depth": cell["depth"], "heads": cell["column"]["num_heads"], "n_seeds": len(x),
                  "n_trials": n_trials, "gain": None, "gain_lo": None, "gain_hi": None}  # fmt: skip
-        if len(x) >= SETTINGS["min_seeds"]:
-            gain = better * (x.mean() - base.mean())
+        if len(x):
+            state["gain"] = better * (x.mean() - base.mean())
+        if len(x) >= SETTINGS["min_seeds"] and not cell["is_baseline"]:
             half = t * sp * math.sqrt(1 / len(x) + 1 / len(base))
-            state.update(gain=gain, gain_lo=gain - half, gain_hi=gain + half)
+            state.update(gain_lo=state["gain"] - half, gain_hi=state["gain"] + half)
         if cell["is_baseline"]:
             verdict = "baseline"
         elif n_trials == 0:
             verdict = "untried"
-        elif len(x) == 0:
+        elif len(x) == 0 and n_trials >= SETTINGS["min_seeds"]:
             verdict = "failed"
-        elif state["gain"] is not None and state["gain_lo"] >= -TOLERANCE:
+        elif state["gain_lo"] is not None and state["gain_lo"] >= -TOLERANCE:
             verdict = "holds"
-        elif state["gain"] is not None and state["gain_hi"] < -TOLERANCE:
+        elif state["gain_lo"] is not None and state["gain_hi"] < -TOLERANCE:
             verdict = "breaks"
         else:
             verdict = "inconclusive" if n_trials >= SETTINGS["max_seeds"] else "open"
@@ -160,8 +162,8 @@ def expected_edge(cells: dict[str, dict], heads: int) -> tuple:
     contradiction = column[0]["contradiction"]
     depths = [c["depth"] for c in column]
     if contradiction:
-        found = False
-    elif brk is None:
+        return None, None, False, True
+    if brk is None:
         found = hold == depths[0]
     elif hold is None:
         found = brk == depths[-1]
@@ -197,7 +199,7 @@ def test_edge_verdicts_match_an_independent_computation(tmp_path, mode):
     assert states["d2h4"] == ("open", None)  # one failed seed of two: n = 1, no interval; nothing implies it
     assert states["d1h8"] == ("failed", "breaks") and got["d1h8"]["implied_from"] == "d2h8"
     assert states["d5h8"] == ("untried", "holds") and got["d5h8"]["implied_from"] == "d3h8"
-    assert states["d5h2"][0] == "inconclusive"
+    assert states["d5h2"][0] == "inconclusive" and states["d4h2"] == ("open", None)
     assert all(c["contradiction"] and c["implied"] is None for c in expected.values() if c["heads"] == 16)
     assert got["d4h4"]["verdict_words"] == "holds (implied by depth 3, measured)"
     assert got["d1h8"]["verdict_words"] == "failed (all 2 trials); breaks (implied by depth 2, measured)"
@@ -214,15 +216,20 @@ def test_edge_columns_bracket_each_edge_by_measurements(tmp_path):
         assert (row["breaks_at_depth"], row["holds_from_depth"], row["found"], row["contradiction"]) == (
             expected_edge(cells, heads)), heads  # fmt: skip
         assert row["depths"] == list(DEPTHS)
-    assert got[8]["description"] == "breaks at depth 2, holds from depth 3 (both measured)"
-    assert got[4]["description"].startswith("not found: depth 2 open (1 of 2 trials finished)")
-    words = got[16]["contradiction_words"]
-    gain = cells["d4h16"]["gain"]
-    half = (cells["d4h16"]["gain_hi"] - cells["d4h16"]["gain_lo"]) / 2
-    assert words.startswith(f"edge search: column heads=16 (head_dim 4): depth 4 breaks (gain {gain:.4g} ± {half:.2g})")
-    assert words.endswith("but depth 2 holds" + words.split("but depth 2 holds")[1])
-    assert words.endswith("depth is not monotone here; measuring the whole column")
-    assert got[4]["contradiction_words"] is None
+    assert got[8]["description"] == "breaks at depth 2, holds from depth 3"
+    assert got[4]["description"] == "not found: still measuring"  # depth 2 is open between a break and a hold
+    assert got[2]["description"] == "not found: depth 5 inconclusive"
+    assert got[16]["description"] == "not found: depth is not monotone in this column"
+
+    def interval(cid):
+        c = cells[cid]
+        return f"gain {c['gain']:+.3g} ± {(c['gain_hi'] - c['gain_lo']) / 2:.3g}, {c['n_seeds']} seeds"
+
+    assert got[16]["contradiction_words"] == (
+        f"edge search: column num_heads=16, head_dim=4: depth 4 breaks ({interval('d4h16')}) but depth 2 holds "
+        f"({interval('d2h16')}): depth is not monotone here; measuring the whole column"
+    )
+    assert got[4]["contradiction_words"] is None and got[4]["column_words"] == "num_heads=4, head_dim=16"
 
 
 def test_a_tolerance_given_judges_the_edge_views_too(tmp_path):
@@ -264,7 +271,7 @@ def test_configs_never_trained_get_no_row_in_the_pareto_throughput_or_kappa_view
     untried = {r["config_id"] for r in query(results, "FROM edge_verdicts WHERE verdict = 'untried'")}
     trained = {row["config_id"] for row in rows}
     finished = {row["config_id"] for row in rows if row["status"] == "ok"}
-    assert len(untried) == 9 and not untried & trained
+    assert len(untried) == 8 and not untried & trained
     for view in ("configs", "vs_baseline", "pareto", "matched_budget"):
         shown = [r for r in query(results, f"FROM {view}")]
         ids = {r["config_id"] for r in shown} | {r.get("matched_config_id") for r in shown} - {None}
@@ -272,3 +279,37 @@ def test_configs_never_trained_get_no_row_in_the_pareto_throughput_or_kappa_view
     # κ against the score: one point per config with a finished seed and κ, never one for an untried config
     counted = query(results, "SELECT max(n_configs) AS n FROM kappa_accuracy")[0]["n"]
     assert counted == len(finished)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_the_views_judge_as_the_searchs_own_core_does(tmp_path, mode):
+    """The SQL and the search's Python core (sweep/analysis/edge.py, the lead's) on the same rows: every config's
+    verdicts and interval, every column's edge and its words, the contradiction line."""
+    edge = pytest.importorskip("sweep.analysis.edge")
+    results = tmp_path / "results"
+    rows = write_edge_space(results, mode)
+    settings = edge.EdgeSettings(tolerance=TOLERANCE, mode=mode, min_seeds=SETTINGS["min_seeds"],
+                                 max_seeds=SETTINGS["max_seeds"], baseline_seeds=SETTINGS["baseline_seeds"],
+                                 alpha=SETTINGS["alpha"])  # fmt: skip
+    cells = [
+        edge.Cell(c["config_id"], (("num_heads", c["column"]["num_heads"]), ("head_dim", c["column"]["head_dim"])),
+                  c["depth"])
+        for c in lattice()
+    ]  # fmt: skip
+    observations = [edge.Observation(r["config_id"], r["seed"], r["score"]) for r in rows]
+    state = edge.assess(cells, config_id(*BASELINE), settings, observations)
+    got = {r["config_id"]: r for r in query(results, "FROM edge_verdicts")}
+    for cid, want in state.cells.items():
+        row = got[cid]
+        assert (row["verdict"], row["implied"], row["implied_from"], row["n_seeds"], row["n_trials"]) == (
+            want.verdict, want.implied, want.implied_from, want.n_seeds, want.n_trials), cid  # fmt: skip
+        for key in ("gain", "gain_lo", "gain_hi"):
+            value = getattr(want, key)
+            assert row[key] == (value if value is None else pytest.approx(value, rel=1e-6, abs=1e-6)), (cid, key)
+    columns = {r["column_words"]: r for r in query(results, "FROM edge_columns")}
+    for want in state.edges:
+        row = columns[edge.column_words(want.column)]
+        assert (row["breaks_at_depth"], row["holds_from_depth"], row["found"], row["description"]) == (
+            want.breaks_at_depth, want.holds_from_depth, want.found, want.description)  # fmt: skip
+    said = sorted(r["contradiction_words"] for r in columns.values() if r["contradiction"])
+    assert sorted(state.contradictions) == said and len(said) == 1

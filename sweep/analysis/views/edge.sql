@@ -159,10 +159,11 @@ END;
 
 -- edge_verdicts_at(tolerance): one row per (space, config) of an edge-search space's lattice (edge_lattice),
 -- judged at the tolerance given (NULL: each space's own, as vs_baseline_at; space_tolerance_at). Columns:
---   n_trials: the config's seeds recorded, finished or not (each (config, seed) once; its rows of the space's
---             arm, edge_settings.lr_arm, a tuned sweep's selection runs never); n_seeds: those that finished
---             (status ok with a score: the latest such row of each seed); a failed seed counts toward the cap
---             (max_seeds trials) but not toward n
+--   n_trials: the config's seeds recorded, finished or failed (each (config, seed) once; its rows of the
+--             space's arm, edge_settings.lr_arm, a tuned sweep's selection runs never; a row with status 'error'
+--             never: the search runs such a seed again, as every resume does); n_seeds: those that finished
+--             (status ok with a score: the latest such row of each seed); a failed seed (diverged, oom, pruned, or
+--             ok without a score) counts toward the cap (max_seeds trials) but not toward n
 --   score_mean: the mean over its finished seeds; baseline_score, baseline_seeds: the baseline's (same family)
 --   delta = score_mean − baseline_score (the metric's units); gain = better · delta (positive is better)
 --   pooled_sd, pooled_df: s_p² = Σ_i Σ_j (x_ij − x̄_i)² / Σ_i (n_i − 1) over every lattice config of the space
@@ -190,6 +191,7 @@ WITH arm_rows AS (
     SELECT t.*, coalesce(t.recipe_config_id, t.config_id) AS lattice_id
     FROM trials t JOIN edge_settings e ON t.space = e.space AND t.metric = e.metric
     WHERE t.tune_phase IS DISTINCT FROM 'selection'
+      AND t.status IS DISTINCT FROM 'error'  -- an errored trial is run again (as a resume does): it counts nowhere
       AND CASE WHEN t.tune_phase = 'verdict' THEN 'tuned' ELSE 'untuned' END = e.lr_arm
 ),
 finished_rows AS (  -- a seed finished more than once (run again) counts once, by its latest row (as configs)

@@ -112,13 +112,12 @@ def edge_section(edge: EdgeReport | None, headline: Headline) -> str:
 
 
 def heatmap_rows(edge: EdgeReport) -> list[dict]:
-    """The rows the Δ heatmaps draw for an edge search: one per lattice config with a score or an implied
-    verdict, in the keys of ``vs_baseline`` they read (delta and its interval in the metric's own direction, the
-    verdict in the heatmaps' words, ``evidence``) plus ``implied`` and ``implied_from_depth``."""
+    """The rows the Δ heatmaps draw for an edge search: one per lattice config (so the grid is the whole lattice;
+    a config with no score and nothing implied is an empty cell), in the keys of ``vs_baseline`` they read (delta
+    and its interval in the metric's own direction, the verdict in the heatmaps' words, ``evidence``) plus
+    ``implied`` and ``implied_from_depth``."""
     rows = []
     for r in edge.verdicts:
-        if r["score_mean"] is None and r["implied"] is None and not r["is_baseline"]:
-            continue  # nothing measured and nothing implied: an empty cell
         lo, hi = r["gain_lo"], r["gain_hi"]
         if r["metric_mode"] == "min" and lo is not None:  # the delta's own direction: lower is better
             lo, hi = -hi, -lo

@@ -63,6 +63,7 @@ def test_the_heatmap_marks_each_implied_cell_and_says_so_in_its_legend(edge_resu
     assert len(hatched) == len(implied) == 4  # d4h4, d4h8, d5h8 untried, d1h8 failed: each implied cell, only those
     columns = sorted({r["num_heads"] for r in rows})
     depths = sorted({r["depth"] for r in rows})
+    assert len(rows) == 20 and len(ax.get_xticks()) == 4 and len(ax.get_yticks()) == 5  # the whole lattice
     at = {(p.get_x() + 0.5, p.get_y() + 0.5) for p in hatched}
     assert at == {(columns.index(r["num_heads"]), depths.index(r["depth"])) for r in implied}
     legend = [t.get_text() for t in ax.get_legend().get_texts()]

@@ -49,7 +49,8 @@ CREATE OR REPLACE VIEW spaces_files AS FROM current_files('results/spaces/**/*.p
 -- recorded has chance_score NULL (nothing is flagged as at chance), and one from before device-seconds were recorded
 -- has devices_held and device_s NULL (its cost unknown: it counts 0 towards --max-gpu-hours). A version-1 epochs row's
 -- val_score is its val_top1. A version-1 spaces row has tolerance_top1 (points of top-1) instead of metric,
--- metric_mode and tolerance; one from before the questions recorded anything has questions NULL. The empty, typed selects
+-- metric_mode and tolerance; one from before the questions recorded anything has questions NULL, and one from
+-- before the search was recorded has search NULL (read as not an edge search). The empty, typed selects
 -- supply the columns that a folder holding only version-1 files lacks.
 CREATE OR REPLACE VIEW trials AS
 SELECT * REPLACE (
@@ -91,6 +92,6 @@ FROM (
     UNION ALL BY NAME
     SELECT -- @question-labels (sweep/results/reader.py compat_sql puts each declared label's typed NULL here)
            NULL::VARCHAR AS metric, NULL::VARCHAR AS metric_mode, NULL::DOUBLE AS tolerance,
-           NULL::DOUBLE AS tolerance_top1, NULL::VARCHAR AS questions
+           NULL::DOUBLE AS tolerance_top1, NULL::VARCHAR AS questions, NULL::VARCHAR AS search
     WHERE false
 );

@@ -227,6 +227,9 @@ SPACES = pa.schema([
     ("metric_mode", pa.string()),  # max | min
     ("tolerance", pa.float64()),  # in the metric's units; NULL: the analysis default (0.5)
     ("questions", pa.string()),  # JSON {question: what it records} (Question.record); NULL: an import, or older
+    # JSON: the space's `search:` as validated ({"kind": "grid"}, optuna's or edge's settings); an edge search's
+    # adds "lattice", the plan's configs (sweep/results/sink.py search_json). NULL: an import, or older
+    ("search", pa.string()),
     ("written_at", pa.timestamp("ms", tz="UTC")),
 ])  # fmt: skip
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ray import tune
 
 from sweep.errors import ResultsError
-from sweep.questions import declared_labels
+from sweep.questions import declared_axes, declared_labels
 from sweep.results.schema import SCHEMA_VERSION, TABLES, current_schema, table_from_rows
 from sweep.results.storage import is_remote, write_atomic
 from workers.metrics import epoch_key, epoch_metrics, epoch_score, score_of
@@ -102,10 +102,12 @@ def record_space(
     metric_mode: str = "max",
     tolerance: float | None = None,
     questions: str | None = None,
+    search: str | None = None,
 ) -> None:
     """One ``spaces`` row for a sweep (or an import): the settings the analysis reads for the space, its
-    headline metric, that metric's direction and the tolerance in its units (None: the analysis default), and
-    what its questions record (JSON, ``Question.record``; None for an import)."""
+    headline metric, that metric's direction and the tolerance in its units (None: the analysis default),
+    what its questions record (JSON, ``Question.record``; None for an import) and its search
+    (JSON, :func:`search_json`; None for an import)."""
     row = {
         "schema_version": SCHEMA_VERSION,
         "space": space,
@@ -116,9 +118,32 @@ def record_space(
         "metric_mode": metric_mode,
         "tolerance": tolerance,
         "questions": questions,
+        "search": search,
         "written_at": datetime.now(UTC),
     }
     store_table(results_dir, table_from_rows("spaces", [row]), "spaces", space, f"{sweep_id}.parquet")
+
+
+def search_json(plan) -> str:
+    """The ``spaces.search`` JSON of ``plan``: its space's ``search:`` as validated (every field, whatever its
+    kind), and for an edge search (``kind: edge``) its ``lattice``: every planned config as ``{config_id,
+    is_baseline, depth, column}``, where ``column`` is the config's shape without its depth (family, num_heads,
+    head_dim, embed_dim, mlp_dim, each declared question axis, ``Question.axes``, and the questions' labels, as the
+    search's columns: ``Shape.depth_column``): the configs an edge search
+    may train, untried ones included, which the ``edge_verdicts`` view lists (a config never trained has no
+    trials row)."""
+    search = plan.space.search.model_dump(mode="json")
+    if search.get("kind") == "edge":
+        search["lattice"] = [lattice_entry(config) for config in plan.configs]
+    return json.dumps(search, sort_keys=True)
+
+
+def lattice_entry(config) -> dict:
+    """One planned config of an edge search's lattice (:func:`search_json`)."""
+    shape = config.shape.as_dict()
+    keys = ["family", "num_heads", "head_dim", "embed_dim", "mlp_dim", *(axis.name for axis in declared_axes())]
+    column = {key: shape[key] for key in keys} | dict(config.shape.labels)  # a control of the same shape: another
+    return {"config_id": config.config_id, "is_baseline": config.is_baseline, "depth": shape["depth"], "column": column}
 
 
 def warn_unknown_keys(record: dict) -> None:

@@ -27,7 +27,7 @@ from ray.tune.schedulers import ASHAScheduler
 from sweep.errors import DataLoadError, SweepInterrupted
 from sweep.plan.plan import Plan, devices_held
 from sweep.questions import QUESTIONS
-from sweep.results.sink import ParquetSink, record_space
+from sweep.results.sink import ParquetSink, record_space, search_json
 from sweep.results.storage import resolved, tune_storage
 from sweep.run.budget import DeviceHoursLimiter, DeviceHoursSummary, PlannedTrials, recorded_device_s
 from sweep.run.edge import EdgeRecord, EdgeSearch, EdgeSummary, edge_record, most_trials
@@ -336,6 +336,7 @@ def record_plan_space(plan: Plan, results_dir: Path, sweep_id: str) -> None:
         metric.mode,
         metric.tolerance,
         json.dumps({q.name: record for q in QUESTIONS if (record := q.record(plan)) is not None}),
+        search_json(plan),  # the search's settings, and an edge search's lattice (edge_verdicts reads it)
     )
 
 

@@ -9,7 +9,7 @@ units and direction.
                                              (html.py)
     reports/<space>/pareto.png               the headline score against parameters, Pareto front and baseline
     reports/<space>/delta_heatmap.png        depth × heads, Δscore against the baseline (blue = better), breaks
-                                             outlined
+                                             outlined; an edge search's implied verdicts cross-hatched (edge.py)
     reports/<space>/kappa_vs_heads.png       κ against heads (and against head_dim), one line per depth/arm
     reports/<space>/throughput_vs_params.png training and inference samples/s against parameters
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweep.analysis.hints import Hints
+from sweep.analysis.report.edge import EdgeReport, gather_edge
 from sweep.headline import Headline
 from sweep.markdown import query
 
@@ -42,6 +43,7 @@ class ReportData:
     device_s: list[float | None]  # each trial's device-seconds (trials.device_s), None where not recorded
     # the commands the report prints, with the results location, the space's name or file and the profile
     hints: Hints | None = None
+    edge: EdgeReport | None = None  # an edge search's verdicts and columns (report/edge.py); None for other searches
 
 
 def count_trials(con, space: str) -> int:
@@ -98,4 +100,5 @@ def gather(con, space: str, headline: Headline, trials: int) -> ReportData:
         tokens_per_sample=tokens_per_sample(con, space),
         data_wait_fractions=data_wait_fractions(con, space),
         device_s=[row["device_s"] for row in query(con, "SELECT device_s FROM trials WHERE space = ?", space)],
+        edge=gather_edge(con, space, headline),
     )

@@ -12,12 +12,16 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from sweep.analysis.report.data import ReportData
+from sweep.analysis.report.edge import heatmap_rows
 from sweep.analysis.report.sections import KappaTraining
 from sweep.headline import Headline, direction_words, format_delta
 from sweep.markdown import KAPPA_RANK_DEFICIENT
 from sweep.text import heads_per_kv_head, is_grouped, readable, short_shape
 
-VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653"}
+VERDICT_COLOURS = {"holds": "#2a9d8f", "inconclusive": "#e9c46a", "breaks": "#e63946", "baseline": "#264653",
+                   "failed": "#777777", "untried": "#bbbbbb"}  # fmt: skip
+IMPLIED_HATCH = "xx"  # an implied verdict's cell (an edge search's: never measured), filled pale and cross-hatched
+IMPLIED_ALPHA = 0.3
 
 
 def save_figure(fig, path: Path) -> None:
@@ -94,7 +98,9 @@ def plot_pareto(configs: list[dict], front: list[dict], path: Path, headline: He
 def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None:
     """Depth × (heads, head_dim) grid of Δscore (config − baseline, the metric's units); blue is better in
     either direction (the colour map flips for metrics where lower is better); outlined by verdict colour;
-    breaks hatched."""
+    breaks hatched. An edge search's rows (``report/edge.py`` heatmap_rows) add the verdicts its monotone
+    assumption implies: such a cell is filled pale in the implied verdict's colour and cross-hatched, with a
+    legend entry "implied", whether or not the config was trained (a config never trained has no Δ)."""
     kv = lambda r: r.get("num_kv_heads") or r["num_heads"]  # noqa: E731
     columns = sorted({(r["family"], r["num_heads"], r["head_dim"], -kv(r)) for r in rows})  # a block per family
     depths = sorted({r["depth"] for r in rows})
@@ -109,6 +115,8 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     for i, depth in enumerate(depths):
         for j, column in enumerate(columns):
             cell = cells.get((depth, *column))
+            if cell is not None and cell.get("implied"):
+                mark_implied(ax, j, i, cell)
             if cell is not None and cell["delta"] is not None:
                 annotate_cell(ax, j, i, cell, limit, headline)
     several = len({column[0] for column in columns}) > 1
@@ -120,16 +128,43 @@ def plot_delta_heatmap(rows: list[dict], path: Path, headline: Headline) -> None
     ax.set_yticks(range(len(depths)), depths)
     ax.set_xlabel("heads × head_dim" + (" / key-value heads" if any(map(is_grouped, rows)) else ""))
     ax.set_ylabel("depth")
+    implied = sorted({r["implied"] for r in rows if r.get("implied")})
     ax.set_title(
         wrapped(
             f"Δ{headline.name} vs baseline (★), {headline.unit} ({direction_words(headline.mode)}); "
-            f"outline = verdict at tolerance {headline.tolerance}",
+            f"outline = verdict at tolerance {headline.tolerance}"
+            + ("; cross-hatched = implied along depth, never measured" if implied else ""),
             max(40, int(9 * (1.1 * len(columns) + 2.5))),  # characters that fit the figure's width
         ),
         fontsize=9,
     )
+    if implied:
+        ax.legend(handles=[implied_patch(verdict) for verdict in implied], fontsize=7, loc="upper left",
+                  bbox_to_anchor=(0, -0.18 if len(depths) > 2 else -0.3), ncol=len(implied), frameon=False)  # fmt: skip
     fig.colorbar(image, ax=ax, label=f"Δ{headline.name} ({headline.unit}; blue = better)")
     save_figure(fig, path)
+
+
+def implied_patch(verdict: str):
+    """The legend entry of an implied verdict's cells."""
+    from matplotlib.patches import Patch
+
+    colour = VERDICT_COLOURS[verdict]
+    return Patch(facecolor=colour, alpha=IMPLIED_ALPHA, hatch=IMPLIED_HATCH, edgecolor=colour,
+                 label=f"implied {verdict} (monotone along depth; not measured)")  # fmt: skip
+
+
+def mark_implied(ax, x: int, y: int, cell: dict) -> None:
+    """An implied verdict's cell: filled pale in its colour and cross-hatched; a config never trained (no Δ)
+    also says in words which it is and the measured depth it comes from."""
+    colour = VERDICT_COLOURS[cell["implied"]]
+    patch = plt.Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor=colour, alpha=IMPLIED_ALPHA, hatch=IMPLIED_HATCH,
+                          edgecolor=colour, lw=0.8, gid="implied")  # fmt: skip
+    ax.add_patch(patch)
+    if cell["delta"] is None:  # untried, or trained and every trial failed (then said first)
+        failed = "failed; " if cell.get("edge_verdict") == "failed" else ""
+        text = f"{failed}implied\n{cell['implied']}\n(by depth {cell['implied_from_depth']})"
+        ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black", style="italic")
 
 
 def annotate_cell(ax, x: int, y: int, cell: dict, limit: float, headline: Headline) -> None:
@@ -140,7 +175,9 @@ def annotate_cell(ax, x: int, y: int, cell: dict, limit: float, headline: Headli
     ax.add_patch(outline)
     marker = "★ " if cell["is_baseline"] else ""
     colour = "white" if abs(cell["delta"]) > 0.6 * limit else "black"  # legible on dark cells
-    words = f"leans {cell['point_verdict']}" if cell["evidence"] == "single seed" else verdict
+    words = f"leans {cell['point_verdict']}" if cell["evidence"] == "single seed" else cell.get("edge_verdict", verdict)
+    if cell.get("implied"):
+        words += f"; implied {cell['implied']}"
     text = f"{marker}{format_delta(cell['delta'], headline.name)}\n{words}\nn={cell['n_seeds']}"
     ax.text(x, y, text, ha="center", va="center", fontsize=7, color=colour)
 
@@ -219,8 +256,9 @@ def plot_kappa_epochs(epochs: list[dict], curves: dict, pairs: list[tuple], rho,
 def draw_figures(data: ReportData, training: KappaTraining, out_dir: Path, headline: Headline) -> None:
     """Every PNG the report links; κ over training only when some config has κ at two or more epochs."""
     plot_pareto(data.configs, data.front, out_dir / "pareto.png", headline)
-    if data.verdicts:
-        plot_delta_heatmap(data.verdicts, out_dir / "delta_heatmap.png", headline)
+    rows = heatmap_rows(data.edge) if data.edge is not None else data.verdicts  # an edge search's: implied too
+    if rows:
+        plot_delta_heatmap(rows, out_dir / "delta_heatmap.png", headline)
     if data.kappa:
         plot_kappa(data.kappa, out_dir / "kappa_vs_heads.png")
     plot_throughput(data.configs, out_dir / "throughput_vs_params.png")

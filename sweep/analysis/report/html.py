@@ -24,6 +24,7 @@ from plotly.colors import diverging
 from plotly.subplots import make_subplots
 
 from sweep.analysis.report.data import ReportData
+from sweep.analysis.report.edge import heatmap_rows
 from sweep.headline import Headline, direction_words, format_delta, format_score
 from sweep.text import kv_words, plural, short_shape
 
@@ -45,7 +46,8 @@ blockquote{color:#555;border-left:3px solid #ccc;margin-left:0;padding-left:1em}
 def write_html(path: Path, space: str, question: str | None, headline: Headline, data: ReportData, answer: str) -> Path:
     """Write index.html: ``answer`` (index.md's answer paragraph, Markdown) and the three figures."""
     figures = [
-        (f"Δ{headline.name} against the baseline", heatmap_caption(headline), heatmap_figure(data.verdicts, headline)),
+        (f"Δ{headline.name} against the baseline", heatmap_caption(headline, data.edge is not None),
+         heatmap_figure(heatmap_rows(data.edge) if data.edge is not None else data.verdicts, headline)),
         (f"{headline.label.capitalize()} against cost: the Pareto front", PARETO_CAPTION,
          pareto_figure(data.configs, data.front, headline)),
         ("κ during training", KAPPA_CAPTION, kappa_figure(data.kappa_epochs)),
@@ -90,15 +92,23 @@ def no_data(figure: go.Figure, message: str) -> go.Figure:
 
 
 INCONCLUSIVE_WASH = "rgba(255, 255, 255, 0.6)"  # over an inconclusive cell: its colour at 40% strength
+IMPLIED_COLOURS = {"holds": "#2a9d8f", "breaks": "#e63946"}  # an implied verdict's dashed edge (figures.py's colours)
 
 
-def heatmap_caption(headline) -> str:
-    return (
+def heatmap_caption(headline, edge: bool = False) -> str:
+    caption = (
         f"Each cell: the config's mean {html.escape(headline.label)} minus the baseline's (★), in "
         f"{html.escape(headline.unit)} ({direction_words(headline.mode)}); blue is better, red worse; pale cells "
         "with a dotted edge are inconclusive (their colour is a point estimate, not a verdict). Hover for the "
         f"95% interval, the verdict at tolerance {headline.tolerance} and the method behind it."
     )
+    if edge:
+        caption += (
+            " An edge search: a cell with a dashed edge in a verdict's colour and the word <i>implied</i> holds "
+            "a verdict the monotone assumption along depth implies from the measured depth it names, never a "
+            "measurement (a config never trained has no colour of its own)."
+        )
+    return caption
 
 
 def kv_heads(row: dict) -> int:
@@ -106,11 +116,22 @@ def kv_heads(row: dict) -> int:
     return row.get("num_kv_heads") or row["num_heads"]
 
 
+def implied_words(row: dict) -> str:
+    """An edge search's implied verdict of ``row`` in words ('' without one)."""
+    if not row.get("implied"):
+        return ""
+    return f"implied {row['implied']} (by depth {row['implied_from_depth']}, measured)"
+
+
 def heatmap_cell(row: dict, headline) -> tuple[str, str]:
-    """A cell's text (Δ and verdict) and its hover (shape, Δ, 95% interval, verdict, evidence, seeds)."""
+    """A cell's text (Δ and verdict) and its hover (shape, Δ, 95% interval, verdict, evidence, seeds); an edge
+    search's implied verdict in both, and alone for a config never trained."""
     name = headline.name
     heads = plural(row["num_heads"], "head")
     shape = f"depth {row['depth']} × {heads} of {row['head_dim']}{kv_words(row)} ({row['family']})"
+    if row["delta"] is None:  # an edge search's config never trained, with the verdict implied for it
+        words = implied_words(row)
+        return f"<i>{words}</i>".replace(" (by", "<br>(by"), f"{shape}<br>never trained: {words}"
     delta = format_delta(row["delta"], name)
     if row["is_baseline"]:
         score = format_score(row["score_mean"], name)
@@ -123,6 +144,9 @@ def heatmap_cell(row: dict, headline) -> tuple[str, str]:
         f"({row['evidence']})<br>{plural(row['n_seeds'], 'seed')}; score {format_score(row['score_mean'], name)}"
     )
     words = f"1 seed: leans {row['point_verdict']}" if row["evidence"] == "single seed" else row["verdict"]
+    words = row.get("edge_verdict", words)
+    if row.get("implied"):
+        words, hover = f"{words}<br><i>implied {row['implied']}</i>", f"{hover}<br>{implied_words(row)}"
     return f"{delta}<br>{words}", hover
 
 
@@ -135,7 +159,8 @@ def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:
     depths = sorted({r["depth"] for r in verdicts})
     cells = {(r["depth"], r["family"], r["num_heads"], r["head_dim"], -kv_heads(r)): r for r in verdicts}
     grid = [[cells.get((depth, *column)) for column in columns] for depth in depths]
-    texts = [[heatmap_cell(c, headline) if c and c["delta"] is not None else ("", "") for c in row] for row in grid]
+    texts = [[heatmap_cell(c, headline) if c and (c["delta"] is not None or c.get("implied")) else ("", "")
+              for c in row] for row in grid]  # fmt: skip
     deltas = [abs(c["delta"]) for row in grid for c in row if c and c["delta"] is not None]
     limit = max([*deltas, headline.tolerance]) or 1.0
     several = len({column[0] for column in columns}) > 1
@@ -164,6 +189,12 @@ def heatmap_figure(verdicts: list[dict], headline) -> go.Figure:
                 edge = {"color": "#777", "width": 1.5, "dash": "dot"}
                 figure.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, layer="above",
                                  fillcolor=INCONCLUSIVE_WASH, line=edge)  # fmt: skip
+    for y, row in enumerate(grid):  # an edge search's implied verdicts: a dashed edge in the implied verdict's colour
+        for x, cell in enumerate(row):
+            if cell and cell.get("implied"):
+                edge = {"color": IMPLIED_COLOURS[cell["implied"]], "width": 2, "dash": "dash"}
+                figure.add_shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - 0.45, y1=y + 0.45, layer="above",
+                                 line=edge, name="implied")  # fmt: skip
     figure.update_xaxes(title_text="heads × head_dim", type="category")
     figure.update_yaxes(title_text="depth", type="category")
     return figure.update_layout(height=160 + 70 * len(depths), margin={"t": 30})

@@ -9,6 +9,7 @@ from pathlib import Path
 from sweep.analysis.hints import Hints, space_name
 from sweep.analysis.report.answer import answer_paragraph, answer_section, edges_section
 from sweep.analysis.report.data import ReportData, count_trials, gather, recorded_question
+from sweep.analysis.report.edge import edge_section
 from sweep.analysis.report.figures import draw_figures, plot_lr_curves
 from sweep.analysis.report.headline import find_headline
 from sweep.analysis.report.html import write_html
@@ -119,6 +120,8 @@ def render_markdown(space: str, question: str | None, headline: Headline, data: 
     if question:
         parts.append(f"> {' '.join(question.split())}\n")
     parts += answer_section(space, headline, data)
+    if data.edge is not None:  # an edge search: its verdicts, measured and implied, before the grid's edges
+        parts.append(edge_section(data.edge, headline))
     parts += edges_section(headline, data)
     parts.append(f"## {headline.label.capitalize()} against parameters\n\n![Pareto](pareto.png)\n")
     parts.append(pareto_caption(headline, len(data.front)))

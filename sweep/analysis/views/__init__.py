@@ -7,6 +7,7 @@
     verdicts.sql every config against its baseline (vs_baseline) and the edges along depth and head_dim
     costs.sql    at equal cost: the Pareto front and matched budgets
     kappa.sql    κ against heads and against the score
+    edge.sql     an edge search's verdicts, measured and implied, and each column's edge (t quantiles at any level)
     then each question's own file beside its module (``sweep/questions/*.sql``), in the registry's order.
 
 ``sweep sql --print-views`` prints :func:`views_text`, for ``duckdb -init``.
@@ -23,7 +24,7 @@ from sweep.text import at_mark
 AXIS_COLUMNS_MARK = "-- @question-axis-columns"  # where a view after configs names each question's axis
 VIEWS_DIR = Path(__file__).resolve().parent  # package data: shipped in the wheel
 # In this order, before the questions' own files
-CORE_FILES = ("macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql")
+CORE_FILES = ("macros.sql", "core.sql", "verdicts.sql", "costs.sql", "kappa.sql", "edge.sql")
 TABLE_NAMES = ("trials", "epochs", "spaces", "kappa", "trials_files", "epochs_files", "spaces_files")
 
 

@@ -6,7 +6,8 @@
 -- latest tolerance recorded (NULL for a space known only from imports without one) and the metric that
 -- tolerance was set for (a tolerance in points of top-1 must not judge a loss), its question, and what the
 -- latest sweep's questions recorded (`questions`, JSON: sweep/questions/base.py's Question.record; an
--- import records none, so it leaves a sweep's in place).
+-- import records none, so it leaves a sweep's in place), and its search (`search`, JSON: the space's `search:`
+-- as validated, an edge search's with its lattice, sweep/results/sink.py search_json; an import records none).
 CREATE OR REPLACE VIEW space_settings AS
 SELECT space,
        arg_max(metric, written_at) AS metric,
@@ -14,7 +15,8 @@ SELECT space,
        arg_max(tolerance, written_at) FILTER (WHERE tolerance IS NOT NULL) AS tolerance,
        arg_max(metric, written_at) FILTER (WHERE tolerance IS NOT NULL) AS tolerance_metric,
        arg_max(question, written_at) AS question,
-       arg_max(questions, written_at) FILTER (WHERE questions IS NOT NULL) AS questions
+       arg_max(questions, written_at) FILTER (WHERE questions IS NOT NULL) AS questions,
+       arg_max(search, written_at) FILTER (WHERE search IS NOT NULL) AS search
 FROM spaces GROUP BY space;
 
 -- configs: one row per (space, config, headline metric): the score (the metric's value, in its units)

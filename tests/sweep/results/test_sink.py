@@ -188,3 +188,51 @@ def test_sql_command_formats(results, capsys):
 def test_render_table_aligns_and_counts():
     text = render(["a", "long_name"], [(1, 2.5), (None, float("inf"))], "table")
     assert text.splitlines()[0] == "a  long_name" and text.endswith("(2 rows)")
+
+
+class SearchSpec(SimpleNamespace):
+    """A space's ``search:`` as pydantic gives it (``model_dump``), whatever its kind."""
+
+    def model_dump(self, mode="python"):
+        return dict(vars(self))
+
+
+def planned(config_id, depth, heads, baseline=False, **axes):
+    from sweep.space.shapes import Shape
+
+    shape = Shape(depth=depth, num_heads=heads, head_dim=64 // heads, embed_dim=64, mlp_dim=128, rule="fixed_d_model",
+                  **axes)  # fmt: skip
+    return SimpleNamespace(config_id=config_id, shape=shape, is_baseline=baseline)
+
+
+def test_the_search_json_records_the_settings_and_an_edge_searchs_lattice():
+    from sweep.questions import declared_axes
+    from sweep.results.sink import search_json
+
+    configs = [planned("a", 1, 4), planned("b", 2, 4, baseline=True), planned("c", 1, 8, num_kv_heads=2)]
+    grid = json.loads(
+        search_json(SimpleNamespace(space=SimpleNamespace(search=SearchSpec(kind="grid")), configs=configs))
+    )
+    assert grid == {"kind": "grid"}  # the settings as validated; no lattice but an edge search's
+    spec = SearchSpec(kind="edge", min_seeds=2, max_seeds=5, baseline_seeds=5, alpha=0.05, max_trials=None)
+    edge = json.loads(search_json(SimpleNamespace(space=SimpleNamespace(search=spec), configs=configs)))
+    assert {k: v for k, v in edge.items() if k != "lattice"} == spec.model_dump()
+    assert [(c["config_id"], c["depth"], c["is_baseline"]) for c in edge["lattice"]] == [
+        ("a", 1, False), ("b", 2, True), ("c", 1, False)]  # fmt: skip
+    column = edge["lattice"][2]["column"]
+    assert set(column) == {
+        "family",
+        "num_heads",
+        "head_dim",
+        "embed_dim",
+        "mlp_dim",
+        *(a.name for a in declared_axes()),
+    }
+    assert (column["num_heads"], column["head_dim"], column["num_kv_heads"], column["conditioning"]) == (
+        8,
+        8,
+        2,
+        "none",
+    )
+    # one column for configs that differ in depth alone, another where any other axis differs
+    assert edge["lattice"][0]["column"] == edge["lattice"][1]["column"] != column

@@ -132,7 +132,8 @@ def test_a_sweep_records_what_its_questions_record_in_its_spaces_row(tmp_path):
     name, space, profile = load_space("known_more_heads_hurt", "smoke")
     plan = make_plan(name, space, profile)
     record_plan_space(plan, tmp_path, "sid")
-    _, [(text,)] = run_query(tmp_path, "SELECT questions FROM space_settings")
+    _, [(text, search)] = run_query(tmp_path, "SELECT questions, search FROM space_settings")
+    assert json.loads(search) == {"kind": "grid"}  # its search as validated (an edge search's adds its lattice)
     [claim] = json.loads(text)["expectations"]
     by_heads = {c.shape.num_heads: c.config_id for c in plan.configs}
     assert (claim["name"], claim["a_config"], claim["b_config"]) == (

@@ -1,0 +1,403 @@
+"""The edge search's decisions: given what a space has measured, each config's verdict (measured or implied), each
+column's edge, and which (config, seed) to train next. Pure: no DuckDB, no Ray, no torch, so the searcher
+(sweep/run/) and the replay bench (bench/edge_replay.py) run the very same rules.
+
+Definitions (docs/search.md says them for users):
+
+- A *column* is every config that shares all shape axes but depth; along it, depths ascend.
+- *Verdict statistic*: gain = better · (mean score of the config − mean score of the baseline), better = +1 when
+  higher is better (mode max), −1 for min. s_p is the pooled standard deviation over every config with ≥ 2
+  finished seeds, the baseline included: s_p² = Σ_i Σ_j (x_ij − x̄_i)² / df, df = Σ_i (n_i − 1). The interval is
+  gain ∓ t_{1−α'/2}(df) · s_p · √(1/n_c + 1/n_b) with α' = α / L and L = max_seeds − min_seeds + 1, the number of
+  looks a config can have (one per seed count from min_seeds to max_seeds): Bonferroni over the looks, so a
+  verdict keeps its error ≤ α however many seeds the config got before it stopped. *holds*: gain_lo ≥ −tolerance;
+  *breaks*: gain_hi < −tolerance; otherwise *open*, or *inconclusive* once the config has max_seeds trials.
+  A failed seed (no score) counts toward the config's trials but not toward n_c; a config whose first
+  min_seeds or more trials all failed is *failed*. The baseline is its own column's measured hold (gain 0).
+- *Monotone along depth* (never along heads: Amsel et al. 2024): in a column, a config that holds implies every
+  deeper one holds and one that breaks implies every shallower one breaks. Such a verdict is *implied*, never
+  measured, and names the nearest measured config it comes from. A *contradiction* (a measured break deeper than a
+  measured hold) stops the column implying anything; every config of it is then measured.
+- Contradictions are found among measured rows: bisection itself only measures between the deepest break and the
+  shallowest hold, where none can arise, so they come from rows recorded by earlier sweeps, from verdicts that
+  change as the pooled spread moves, or from ``check_ends``, which measures each column's implied ends once its
+  edge is bracketed.
+- A column's *edge*: its deepest measured break and its shallowest measured hold when they are adjacent depths;
+  or "holds throughout" (its shallowest depth measured holds), or "breaks throughout" (its deepest measured
+  breaks); otherwise not found.
+
+What to train next (the order of :attr:`EdgeState.proposals`): the baseline's seeds up to baseline_seeds; then
+one more seed for each trained config whose verdict is still open and that has nothing training, those without an
+interval first, then nearest the tolerance (|gain − (−tolerance)| / half-width of the interval); then, in each
+column with no open config in flight, the middle config of its longest run of untried configs between the deepest
+measured break and the shallowest measured hold (the shallower middle of an even run: it is cheaper), started
+with min_seeds seeds, or, once no untried run is left and ``check_ends`` is set, its ends whose verdicts are only
+implied. That is noisy bisection along depth, the monotone thresholding bandit of Cheshire, Ménard &
+Carpentier (COLT 2020). New seeds are the smallest non-negative integers the config has not recorded and that are
+not pending.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+HOLDS, BREAKS, OPEN, INCONCLUSIVE, FAILED, BASELINE, UNTRIED = (
+    "holds",
+    "breaks",
+    "open",
+    "inconclusive",
+    "failed",
+    "baseline",
+    "untried",
+)
+# Verdicts that end a config's measuring: no seed is added to it.
+TERMINAL = {HOLDS, BREAKS, INCONCLUSIVE, FAILED, BASELINE}
+
+
+@dataclass(frozen=True)
+class EdgeSettings:
+    """The search's settings: the tolerance in the headline metric's units, its direction ('max' or 'min'), the
+    seeds a config starts with and may reach, the baseline's seeds, and the error rate α of each verdict.
+    ``check_ends``: once bisection has bracketed a column's edge, also measure its shallowest and deepest configs
+    where their verdicts are only implied, so a column that breaks again at its deepest (too deep to train in the
+    budget: "deeper worst") contradicts the shallower hold instead of being implied to hold."""
+
+    tolerance: float
+    mode: str
+    min_seeds: int = 2
+    max_seeds: int = 5
+    baseline_seeds: int = 5
+    alpha: float = 0.05
+    check_ends: bool = False
+
+    @property
+    def looks(self) -> int:
+        """L: the seed counts at which a config's verdict is read, min_seeds … max_seeds."""
+        return self.max_seeds - self.min_seeds + 1
+
+    @property
+    def better(self) -> int:
+        return 1 if self.mode == "max" else -1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One config of the lattice: its id, its column (any hashable key; a tuple of (axis, value) pairs is said
+    as ``axis=value`` in words) and its depth."""
+
+    config_id: str
+    column: Hashable
+    depth: int
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One recorded trial: its config, seed and headline score (None: the trial failed)."""
+
+    config_id: str
+    seed: int
+    score: float | None
+
+
+@dataclass(frozen=True)
+class CellState:
+    """A config's state: its measured ``verdict`` (holds, breaks, open, inconclusive, failed, baseline, untried),
+    ``implied`` ('holds' or 'breaks' where the monotone assumption decides it, None otherwise) and the measured
+    config it comes from; finished seeds, trials (failed included) and the gain's interval (None without one)."""
+
+    config_id: str
+    column: Hashable
+    depth: int
+    verdict: str
+    implied: str | None
+    implied_from: str | None
+    n_seeds: int
+    n_trials: int
+    gain: float | None
+    gain_lo: float | None
+    gain_hi: float | None
+
+    @property
+    def decided(self) -> str | None:
+        """The verdict a reader takes: measured holds or breaks, else the implied one, else None."""
+        return self.verdict if self.verdict in (HOLDS, BREAKS) else self.implied
+
+
+@dataclass(frozen=True)
+class ColumnEdge:
+    """A column's edge from measured verdicts only (the module docstring's definition)."""
+
+    column: Hashable
+    breaks_at_depth: int | None
+    holds_from_depth: int | None
+    found: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class EdgeState:
+    """Everything :func:`assess` decides."""
+
+    cells: dict[str, CellState]
+    edges: list[ColumnEdge]
+    contradictions: list[str]
+    proposals: list[tuple[str, int]]
+    finished: bool
+
+
+@dataclass
+class _Tally:
+    """One config's observations: the latest score of each seed (None: failed), and its pending seeds."""
+
+    scores: dict[int, float | None] = field(default_factory=dict)
+    pending: set[int] = field(default_factory=set)
+
+    @property
+    def finished(self) -> list[float]:
+        return [s for s in self.scores.values() if s is not None]
+
+    @property
+    def n_trials(self) -> int:
+        return len(self.scores)
+
+    def next_seeds(self, count: int) -> list[int]:
+        """The ``count`` smallest non-negative seeds neither recorded nor pending."""
+        seeds, candidate = [], 0
+        while len(seeds) < count:
+            if candidate not in self.scores and candidate not in self.pending:
+                seeds.append(candidate)
+            candidate += 1
+        return seeds
+
+
+def column_words(column: Hashable) -> str:
+    """A column key in words: ``num_heads=16, head_dim=4`` for a tuple of pairs, else its text."""
+    if isinstance(column, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in column):
+        return ", ".join(f"{k}={v}" for k, v in column)
+    return str(column)
+
+
+def t_quantile(p: float, df: float) -> float:
+    from scipy.stats import t  # scipy loads in ~0.3 s: only when an interval is computed
+
+    return float(t.ppf(p, df))
+
+
+def pooled_sd(tallies: Iterable[_Tally]) -> tuple[float | None, int]:
+    """s_p and its degrees of freedom over the configs with ≥ 2 finished seeds (module docstring)."""
+    squares, df = 0.0, 0
+    for tally in tallies:
+        scores = tally.finished
+        if len(scores) >= 2:
+            mean = sum(scores) / len(scores)
+            squares += sum((x - mean) ** 2 for x in scores)
+            df += len(scores) - 1
+    return (math.sqrt(squares / df) if df else None), df
+
+
+def measured_state(
+    cell: Cell, tally: _Tally, baseline: _Tally, is_baseline: bool, sd: float | None, df: int, s: EdgeSettings
+) -> CellState:
+    """A config's measured verdict and interval (no implication yet)."""
+    scores, base = tally.finished, baseline.finished
+    gain = lo = hi = None
+    if scores and base:
+        gain = s.better * (sum(scores) / len(scores) - sum(base) / len(base))
+    if is_baseline:
+        verdict = BASELINE
+    elif tally.n_trials == 0:
+        verdict = UNTRIED
+    elif not scores and tally.n_trials >= s.min_seeds:
+        verdict = FAILED
+    else:
+        if len(scores) >= s.min_seeds and len(base) >= 2 and df >= 1 and sd is not None:
+            half = t_quantile(1 - s.alpha / s.looks / 2, df) * sd * math.sqrt(1 / len(scores) + 1 / len(base))
+            lo, hi = gain - half, gain + half
+        if lo is not None and lo >= -s.tolerance:
+            verdict = HOLDS
+        elif hi is not None and hi < -s.tolerance:
+            verdict = BREAKS
+        else:
+            verdict = INCONCLUSIVE if tally.n_trials >= s.max_seeds else OPEN
+    return CellState(
+        cell.config_id, cell.column, cell.depth, verdict, None, None, len(scores), tally.n_trials, gain, lo, hi
+    )
+
+
+def _hold_depths(column: list[CellState]) -> list[CellState]:
+    return [c for c in column if c.verdict in (HOLDS, BASELINE)]
+
+
+def contradiction(column: list[CellState]) -> str | None:
+    """The line that says a column breaks deeper than it holds, or None (measured verdicts only)."""
+    holds = _hold_depths(column)
+    breaks = [c for c in column if c.verdict == BREAKS]
+    for b in sorted(breaks, key=lambda c: -c.depth):
+        shallower_holds = [h for h in holds if h.depth < b.depth]
+        if shallower_holds:
+            h = max(shallower_holds, key=lambda c: c.depth)
+            return (
+                f"edge search: column {column_words(b.column)}: depth {b.depth} breaks ({interval_words(b)}) but "
+                f"depth {h.depth} holds ({interval_words(h)}): depth is not monotone here; measuring the whole column"
+            )
+    return None
+
+
+def interval_words(cell: CellState) -> str:
+    if cell.verdict == BASELINE:
+        return "the baseline"
+    if cell.gain_lo is None:
+        return f"{cell.n_seeds} seeds"
+    return f"gain {cell.gain:+.3g} ± {(cell.gain_hi - cell.gain_lo) / 2:.3g}, {cell.n_seeds} seeds"
+
+
+def implied(column: list[CellState]) -> list[CellState]:
+    """The column's cells with implied verdicts filled in (monotone along depth; the column has no contradiction)."""
+    holds = _hold_depths(column)
+    breaks = [c for c in column if c.verdict == BREAKS]
+    out = []
+    for cell in column:
+        if cell.verdict in (HOLDS, BREAKS, BASELINE):
+            out.append(cell)
+            continue
+        below = [h for h in holds if h.depth < cell.depth]
+        above = [b for b in breaks if b.depth > cell.depth]
+        if below:
+            source = max(below, key=lambda c: c.depth)
+            out.append(_with_implied(cell, HOLDS, source.config_id))
+        elif above:
+            source = min(above, key=lambda c: c.depth)
+            out.append(_with_implied(cell, BREAKS, source.config_id))
+        else:
+            out.append(cell)
+    return out
+
+
+def _with_implied(cell: CellState, verdict: str, source: str) -> CellState:
+    fields = {**cell.__dict__, "implied": verdict, "implied_from": source}
+    return CellState(**fields)
+
+
+def column_edge(column: list[CellState], contradicted: bool) -> ColumnEdge:
+    """The column's edge, from measured verdicts only (module docstring)."""
+    key = column[0].column
+    if contradicted:
+        return ColumnEdge(key, None, None, False, "not found: depth is not monotone in this column")
+    depths = [c.depth for c in column]
+    holds = [c.depth for c in _hold_depths(column)]
+    breaks = [c.depth for c in column if c.verdict == BREAKS]
+    hold_from = min(holds) if holds else None
+    break_at = max(breaks) if breaks else None
+    if hold_from == depths[0]:
+        return ColumnEdge(key, None, hold_from, True, f"holds throughout (measured at depth {hold_from})")
+    if break_at == depths[-1]:
+        return ColumnEdge(key, break_at, None, True, f"breaks throughout (measured at depth {break_at})")
+    if hold_from is not None and break_at is not None and depths.index(hold_from) == depths.index(break_at) + 1:
+        return ColumnEdge(key, break_at, hold_from, True, f"breaks at depth {break_at}, holds from depth {hold_from}")
+    between = [c for c in column if (break_at or -math.inf) < c.depth < (hold_from or math.inf)]
+    stuck = [f"depth {c.depth} {c.verdict}" for c in between if c.verdict in (INCONCLUSIVE, FAILED)]
+    reason = "; ".join(stuck) if stuck else "still measuring"
+    return ColumnEdge(key, break_at, hold_from, False, f"not found: {reason}")
+
+
+def untried_runs(column: list[CellState]) -> list[list[CellState]]:
+    """Maximal runs of consecutive untried, not implied configs of a column."""
+    runs, current = [], []
+    for cell in column:
+        if cell.verdict == UNTRIED and cell.implied is None:
+            current.append(cell)
+        else:
+            if current:
+                runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    return runs
+
+
+def unmeasured_ends(column: list[CellState], tallies: dict[str, _Tally]) -> list[CellState]:
+    """The column's shallowest and deepest configs whose verdicts are only implied (``check_ends``)."""
+    ends = [column[0]] if len(column) == 1 else [column[0], column[-1]]
+    return [c for c in ends if c.verdict == UNTRIED and c.implied and not tallies[c.config_id].pending]
+
+
+def nearness(cell: CellState, tolerance: float) -> float:
+    """How near the tolerance an open config's interval sits, in half-widths (0: on it; −1 without an interval,
+    so those come first: they have not reached min_seeds)."""
+    if cell.gain_lo is None:
+        return -1.0
+    half = (cell.gain_hi - cell.gain_lo) / 2
+    return abs(cell.gain + tolerance) / half if half > 0 else math.inf
+
+
+def assess(
+    cells: list[Cell],
+    baseline_id: str,
+    settings: EdgeSettings,
+    observations: list[Observation],
+    pending: Iterable[tuple[str, int]] = frozenset(),
+) -> EdgeState:
+    """Every config's verdict, every column's edge and the next trials, from the observations (the latest of a
+    repeated (config, seed) counts) and the (config, seed) pairs still training. Deterministic."""
+    tallies = {cell.config_id: _Tally() for cell in cells}
+    for obs in observations:
+        if obs.config_id in tallies:
+            tallies[obs.config_id].scores[obs.seed] = obs.score
+    for config_id, seed in pending:
+        if config_id in tallies:
+            tallies[config_id].pending.add(seed)
+    baseline = tallies[baseline_id]
+    sd, df = pooled_sd(tallies.values())
+    measured = {
+        c.config_id: measured_state(c, tallies[c.config_id], baseline, c.config_id == baseline_id, sd, df, settings)
+        for c in cells
+    }
+    columns: dict[Hashable, list[CellState]] = {}
+    for cell in sorted(cells, key=lambda c: c.depth):
+        columns.setdefault(cell.column, []).append(measured[cell.config_id])
+    states, edges, lines, starts, extend = {}, [], [], [], []
+    for column in columns.values():
+        line = contradiction(column)
+        column = column if line else implied(column)
+        lines += [line] if line else []
+        edges.append(column_edge(column, line is not None))
+        states.update({c.config_id: c for c in column})
+        extend += [c for c in column if c.verdict == OPEN and c.implied is None and not tallies[c.config_id].pending]
+        in_flight = any(
+            (c.verdict == OPEN and c.implied is None) or (tallies[c.config_id].pending and c.verdict == UNTRIED)
+            for c in column
+        )
+        if line:
+            starts += [c for c in column if c.verdict == UNTRIED and not tallies[c.config_id].pending]
+        elif not in_flight:
+            runs = untried_runs(column)
+            if runs:
+                longest = max(runs, key=len)  # max keeps the first (shallowest) of equal lengths
+                starts.append(longest[(len(longest) - 1) // 2])
+            elif settings.check_ends:
+                starts += unmeasured_ends(column, tallies)
+    proposals = proposal_order(tallies, baseline_id, settings, extend, starts)
+    finished = not proposals and not any(t.pending for t in tallies.values())
+    return EdgeState(states, edges, lines, proposals, finished)
+
+
+def proposal_order(
+    tallies: dict[str, _Tally], baseline_id: str, s: EdgeSettings, extend: list[CellState], starts: list[CellState]
+) -> list[tuple[str, int]]:
+    """The next trials, best first (module docstring)."""
+    baseline = tallies[baseline_id]
+    missing = s.baseline_seeds - baseline.n_trials - len(baseline.pending)
+    proposals = [(baseline_id, seed) for seed in baseline.next_seeds(max(missing, 0))]
+    for cell in sorted(extend, key=lambda c: nearness(c, s.tolerance)):
+        tally = tallies[cell.config_id]
+        if cell.gain_lo is None and cell.n_seeds >= s.min_seeds:
+            continue  # its seeds are in; the interval waits for the baseline's
+        # Without an interval it is brought up to min_seeds trials (a failed one is retried once at a time).
+        count = max(1, s.min_seeds - tally.n_trials) if cell.gain_lo is None else 1
+        count = min(count, s.max_seeds - tally.n_trials)
+        proposals += [(cell.config_id, seed) for seed in tally.next_seeds(count)]
+    for cell in starts:
+        proposals += [(cell.config_id, seed) for seed in tallies[cell.config_id].next_seeds(s.min_seeds)]
+    return proposals

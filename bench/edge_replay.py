@@ -18,12 +18,13 @@ the depth's index, 1 for the shallowest, since a block's cost is the same at eve
 - **Planted lattices**: every lattice shape a shipped space × profile plans (:data:`SHIPPED_SHAPES`: its columns'
   depth counts and where its baseline sits; ``--shapes-from-spaces`` plans them again through the loader), cycled
   to ``--synthetic`` lattices. Each column gets a planted edge (uniform over its depths, "holds throughout" and
-  "breaks throughout" included), true gains that step away from −tolerance by U(0.25, 2.5) noise sd per depth
+  "breaks throughout" included), true gains that step away from −tolerance by U(0.25, 3) tolerances per depth
   (so some edges sit within seed noise of it), and with probability ``--violations`` (columns of ≥ 3 depths whose
   edge leaves ≥ 2 holding depths) its deepest depth breaks again (the "deeper worst" that ``depth_width_heads``
   found at a short budget: depth is then not monotone there, and the planted edge is none). Each seed's score is
   the true mean + N(0, sd), with sd/tolerance drawn from the recorded grids' pooled s_p/tolerance; each trial fails
-  with probability ``--fail-share``. The reference is the planted truth.
+  with probability ``--fail-share``. The reference edge is the planted one; an implied verdict counts as
+  contradicted, as for a recorded grid, where all the lattice's seeds (5 a config) say the opposite at 95%.
 
 The 3-seed full grid: each config and the baseline take 3 of their recorded (planted) seeds, drawn without
 replacement; its verdicts are Welch's 95% interval as ``vs_baseline`` uses at 3 seeds on both sides (gain ∓
@@ -69,7 +70,7 @@ GRIDS = ROOT / "bench" / "measured" / "edge_grids"
 RECIPE = [
     ("edge_digits_vit", "bench/edge_spaces/edge_digits_vit.yaml", []),  # local_digits' ViT, depths 1-6, 5 seeds
     ("depth_width_heads", "depth_width_heads", ["--profile", "cpu"]),  # its own 8 seeds
-    ("c3_conditioning", "c3_conditioning", ["--profile", "cpu", "--seeds", "5"]),
+    ("edge_c3_conditioning", "bench/edge_spaces/edge_c3_conditioning.yaml", []),  # c3 cpu, 2 of 4 interventions
 ]
 # The axes that make a column: every shape axis but depth (edge_spec.md).
 COLUMN_AXES = ["family", "num_heads", "head_dim", "embed_dim", "mlp_dim", "num_kv_heads", "conditioning"]
@@ -131,6 +132,11 @@ class Lattice:
     cost_s: dict[str, float]
     reference: dict[str, str | None] = field(default_factory=dict)
     source: str = "recorded"
+    truth: dict[str, str] | None = None  # planted: the true verdicts, whose edges are the reference edges
+
+    def reference_edges(self) -> dict[Hashable, tuple | None]:
+        """The reference edge of each column: the planted truth's, else the reference verdicts'."""
+        return lattice_edges(self, self.truth if self.truth is not None else self.reference)
 
     @property
     def depths(self) -> int:
@@ -350,7 +356,7 @@ def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: i
                 seed: int, grid_draws: int = 20) -> Outcome:  # fmt: skip
     """Replay the lattice ``replays`` times and draw the 3-seed full grid ``grid_draws`` times."""
     out = Outcome(lattice.name, lattice.source, lattice.depths, len(lattice.cells))
-    reference = lattice_edges(lattice, lattice.reference)
+    reference = lattice.reference_edges()
     full_s = lattice.full_grid_s()
     rates, selection_seeds = tuning
     for r in range(replays):
@@ -456,11 +462,11 @@ def planted(shape: tuple, base_col: int, base_pos: int, label: str, index: int, 
     for col, count in enumerate(shape):
         # The planted edge: the first holding depth's index (count: breaks throughout); the baseline holds.
         edge = rng.randint(0, count if col != base_col else base_pos)
-        gains = planted_gains(count, edge, sd, rng)
+        gains = planted_gains(count, edge, rng)
         if col == base_col:
             gains[base_pos] = 0.0
         if count >= 3 and count - edge >= 2 and col != base_col and rng.random() < violations:
-            gains[-1] = -1.0 - rng.uniform(1.0, 3.0) * sd  # the deepest breaks again: not monotone here
+            gains[-1] = -1.0 - rng.uniform(0.25, 3.0)  # the deepest breaks again: not monotone here
         for pos, gain in enumerate(gains):
             cid = f"c{col}d{pos + 1}"
             cells.append(Cell(cid, (("column", col),), pos + 1))
@@ -471,21 +477,23 @@ def planted(shape: tuple, base_col: int, base_pos: int, label: str, index: int, 
         for cid, mean in means.items()
     }
     costs = {c.config_id: float(c.depth) for c in cells}
-    lattice = Lattice(f"planted-{index:03d} {label}", cells, baseline_id, 1.0, "max", pools, costs, truth, "planted")
-    return lattice
+    finished = {cid: [x for x in pool if x is not None] for cid, pool in pools.items()}
+    reference = pooled_verdicts(finished, baseline_id, 1.0, "max")
+    return Lattice(f"planted-{index:03d} {label}", cells, baseline_id, 1.0, "max", pools, costs, reference, "planted",
+                   truth)  # fmt: skip
 
 
-def planted_gains(count: int, edge: int, sd: float, rng: random.Random) -> list[float]:
-    """True gains along a column of ``count`` depths whose first holding index is ``edge``: each step from the
-    edge moves U(0.25, 2.5) sd further from −tolerance (−1)."""
+def planted_gains(count: int, edge: int, rng: random.Random, step: tuple[float, float] = (0.25, 3.0)) -> list[float]:
+    """True gains along a column of ``count`` depths whose first holding index is ``edge``: each depth away from
+    the edge moves U(``step``) tolerances further from −tolerance (−1), up for holds, down for breaks."""
     gains = [0.0] * count
     level = -1.0
     for pos in range(edge, count):
-        level += rng.uniform(0.25, 2.5) * sd
+        level += rng.uniform(*step)
         gains[pos] = level
     level = -1.0
     for pos in range(edge - 1, -1, -1):
-        level -= rng.uniform(0.25, 2.5) * sd
+        level -= rng.uniform(*step)
         gains[pos] = level
     return gains
 
@@ -577,6 +585,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--check-ends", action="store_true", help="the search measures each column's implied ends")
     parser.add_argument("--fail-share", type=float, default=0.05, help="planted: share of failed trials")
+    parser.add_argument("--noise", type=float, help="planted: this s_p / tolerance instead of the recorded ones'")
     parser.add_argument("--violations", type=float, default=0.15, help="planted: share of non-monotone columns")
     parser.add_argument("--rates", type=int, default=4, help="tune: rates a config's learning rate is chosen from")
     parser.add_argument("--selection-seeds", type=int, default=1, help="tune: selection seeds per rate")
@@ -603,6 +612,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     recorded = [read_grid(path) for path in sorted(args.grids.glob("*.csv"))]
     ratios = [noise_ratio(g) for g in recorded] or [1.0]
+    planted_ratios = [args.noise] if args.noise else ratios
     shapes = shapes_from_spaces() if args.shapes_from_spaces else SHIPPED_SHAPES
     tuning = (args.rates, args.selection_seeds)
     print(f"edge search replay: seed {args.seed}, waves of {args.width}, seeds {args.min_seeds}-{args.max_seeds} "
@@ -618,7 +628,7 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(f"{args.seed}:planted")
     for index in range(args.synthetic):
         shape, base_col, base_pos, label = shapes[index % len(shapes)]
-        lattice = planted(shape, base_col, base_pos, label.split()[0], index, ratios, rng, args.fail_share,
+        lattice = planted(shape, base_col, base_pos, label.split()[0], index, planted_ratios, rng, args.fail_share,
                           args.violations)  # fmt: skip
         outcome = run_lattice(lattice, settings_for(lattice, args), 1, args.width, tuning, args.seed)
         outcomes.append(outcome)

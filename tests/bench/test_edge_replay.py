@@ -138,8 +138,8 @@ def test_a_planted_lattice_is_deterministic_and_its_reference_is_the_planted_tru
         return bench.planted((4, 4), 0, 3, "x", 0, [1.0], random.Random(seed), 0.1, 0.0)
 
     a, b = make(7), make(7)
-    assert a.pools == b.pools and a.reference == b.reference
+    assert a.pools == b.pools and a.truth == b.truth and a.reference == b.reference
     for cells in a.columns().values():
-        verdicts = [a.reference[c.config_id] for c in cells]
+        verdicts = [a.truth[c.config_id] for c in cells]
         assert bench.column_edge_of([c.depth for c in cells], verdicts) is not None  # monotone: an edge exists
-    assert a.reference[a.baseline_id] == "holds"
+    assert a.truth[a.baseline_id] == a.reference[a.baseline_id] == "holds"

@@ -113,7 +113,7 @@ SHIPPED_SHAPES = [
     ((2,) * 8, 1, 1, "vit_b_paper:paper"),
     ((2,) * 5, 0, 1, "width_control:paper"),
     ((3, 3, 3), 0, 2, "xcit_l:paper xcit_m:paper"),
-    ((6, 6, 6, 6), 1, 3, "edge_digits_vit (the recorded digits lattice; a shipped edge profile's)"),
+    ((5, 5, 5, 5), 1, 3, "edge_digits_vit (the recorded digits lattice, 5 depths)"),
 ]
 CONFIDENCE = 0.95
 
@@ -346,6 +346,8 @@ class Outcome:
     grid_found: list[int] = field(default_factory=lambda: [0, 0])
     contradictions_said: int = 0
     wrong_implied: list[str] = field(default_factory=list)
+    trained_share: list[float] = field(default_factory=list)  # configs trained ÷ configs (baseline included)
+    baseline_share: list[float] = field(default_factory=list)  # the baseline's device-seconds ÷ the search's
 
     @staticmethod
     def rate(pair: list[int]) -> float:
@@ -367,6 +369,9 @@ def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: i
         out.tuned_fraction.append((result.device_s + selection_s) / full_s)
         out.trials.append(result.trials)
         out.waves.append(result.waves)
+        out.trained_share.append(len(result.trained) / len(lattice.cells))
+        base_s = sum(lattice.cost_s[o.config_id] for o in result.observations if o.config_id == lattice.baseline_id)
+        out.baseline_share.append(base_s / result.device_s if result.device_s else 0.0)
         hit, judged = matches(search_edges(result.state), reference)
         out.found[0] += hit
         out.found[1] += judged
@@ -553,9 +558,15 @@ def summary(label: str, outcomes: list[Outcome]) -> dict:
     wrong = sum(len(o.wrong_implied) for o in outcomes)
     implied_total = sum(len(o.fraction) for o in outcomes)
     said = sum(o.contradictions_said for o in outcomes)
+    trained = statistics.fmean(statistics.fmean(o.trained_share) for o in outcomes)
+    base = statistics.fmean(statistics.fmean(o.baseline_share) for o in outcomes)
+    per_config = sum(sum(o.trials) for o in outcomes) / sum(
+        sum(share * o.configs for share in o.trained_share) for o in outcomes
+    )
     print(f"{label}: {len(outcomes)} lattices ({implied_total} replays): device-seconds {fraction:.1%} of the 3-seed "
           f"full grid's; reference edge found {fmt_rate(found)} (full grid at 3 seeds {fmt_rate(grid)}); "
-          f"implied verdicts contradicted {wrong}; contradictions said {said}")  # fmt: skip
+          f"implied verdicts contradicted {wrong}; contradictions said {said}; configs trained {trained:.0%}, "
+          f"{per_config:.1f} trials each; the baseline's share of the search's device-seconds {base:.0%}")  # fmt: skip
     return {"fraction": fraction, "tuned": tuned, "found": Outcome.rate(found), "grid": Outcome.rate(grid),
             "wrong": wrong}  # fmt: skip
 

@@ -246,6 +246,13 @@ def matches(found: dict[Hashable, tuple | None], reference: dict[Hashable, tuple
     return sum(found.get(key) == reference[key] for key in judged), len(judged)
 
 
+def tally_columns(out: Outcome, found: dict, reference: dict, slot: int) -> None:
+    """Count, per column, a replay (slot 1) or full-grid draw (slot 2) that found its reference edge."""
+    for key, edge in reference.items():
+        entry = out.per_column.setdefault(key, [edge, 0, 0])
+        entry[slot] += edge is not None and found.get(key) == edge
+
+
 # ------------------------------------------------------------------------------------------------------ the replay
 
 
@@ -338,6 +345,7 @@ class Outcome:
     source: str
     depths: int
     configs: int
+    grid_draws: int = 0
     fraction: list[float] = field(default_factory=list)
     tuned_fraction: list[float] = field(default_factory=list)
     trials: list[int] = field(default_factory=list)
@@ -348,6 +356,7 @@ class Outcome:
     wrong_implied: list[str] = field(default_factory=list)
     trained_share: list[float] = field(default_factory=list)  # configs trained ÷ configs (baseline included)
     baseline_share: list[float] = field(default_factory=list)  # the baseline's device-seconds ÷ the search's
+    per_column: dict = field(default_factory=dict)  # column → [reference edge, search's hits, full grid's hits]
 
     @staticmethod
     def rate(pair: list[int]) -> float:
@@ -357,7 +366,7 @@ class Outcome:
 def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: int, tuning: tuple[int, int],
                 seed: int, grid_draws: int = 20) -> Outcome:  # fmt: skip
     """Replay the lattice ``replays`` times and draw the 3-seed full grid ``grid_draws`` times."""
-    out = Outcome(lattice.name, lattice.source, lattice.depths, len(lattice.cells))
+    out = Outcome(lattice.name, lattice.source, lattice.depths, len(lattice.cells), grid_draws)
     reference = lattice.reference_edges()
     full_s = lattice.full_grid_s()
     rates, selection_seeds = tuning
@@ -373,13 +382,16 @@ def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: i
         base_s = sum(lattice.cost_s[o.config_id] for o in result.observations if o.config_id == lattice.baseline_id)
         out.baseline_share.append(base_s / result.device_s if result.device_s else 0.0)
         hit, judged = matches(search_edges(result.state), reference)
+        tally_columns(out, search_edges(result.state), reference, 1)
         out.found[0] += hit
         out.found[1] += judged
         out.contradictions_said += len(result.state.contradictions)
         out.wrong_implied += contradicted(lattice, result.state)
     for r in range(grid_draws):
         rng = random.Random(f"{seed}:{lattice.name}:grid:{r}")
-        hit, judged = matches(lattice_edges(lattice, full_grid_verdicts(lattice, rng)), reference)
+        grid_edges = lattice_edges(lattice, full_grid_verdicts(lattice, rng))
+        hit, judged = matches(grid_edges, reference)
+        tally_columns(out, grid_edges, reference, 2)
         out.grid_found[0] += hit
         out.grid_found[1] += judged
     return out
@@ -542,6 +554,17 @@ def print_outcome(o: Outcome) -> None:
         print(f"      contradicted ({o.wrong_implied.count(text)}x): {text}")
 
 
+def edge_words(edge: tuple | None) -> str:
+    if edge is None:
+        return "none (a verdict in its bracket is not significant, or depth is not monotone)"
+    breaks, holds = edge
+    if breaks is None:
+        return f"holds throughout (from depth {holds})"
+    if holds is None:
+        return f"breaks throughout (to depth {breaks})"
+    return f"breaks at {breaks}, holds from {holds}"
+
+
 def fmt_rate(pair: list[int]) -> str:
     return f"{pair[0]}/{pair[1]} {Outcome.rate(pair):4.0%}" if pair[1] else "-/0 (none)"
 
@@ -636,6 +659,9 @@ def main(argv: list[str] | None = None) -> None:
     outcomes = [run_lattice(g, settings_for(g, args), args.replays, args.width, tuning, args.seed) for g in recorded]
     for o in outcomes:
         print_outcome(o)
+        for key, (edge, hits, grid_hits) in o.per_column.items():
+            print(f"      column {column_words(key)}: reference edge {edge_words(edge)}; found in {hits}/"
+                  f"{len(o.fraction)} replays, by the 3-seed grid in {grid_hits}/{o.grid_draws}")  # fmt: skip
     rng = random.Random(f"{args.seed}:planted")
     for index in range(args.synthetic):
         shape, base_col, base_pos, label = shapes[index % len(shapes)]

@@ -42,9 +42,9 @@ rates, 1 selection seed, 3 seeds): the edge search tunes only the configs it tra
 trials plus rates × selection seeds trials of each config it trained.
 
     python bench/edge_replay.py [--seed 0] [--replays 20] [--synthetic 136] [--width 4] [--check-ends]
-    python bench/edge_replay.py --record DIR    # record the grids again (about 40 min on 2 busy cores), then export
+    python bench/edge_replay.py --record DIR    # record the grids again (about 55 min on 2 busy cores), then export
 
-Deterministic given ``--seed``; about a minute on 2 cores.
+Deterministic given ``--seed``; about 10 s on 2 cores.
 """
 
 from __future__ import annotations

@@ -394,7 +394,8 @@ def assess(
         ends = {c.config_id for c in (column[0], column[-1])} if settings.check_ends else set()
         measuring = [c for c in column if being_measured(c, tallies[c.config_id], settings, ends)]
         extend += measuring
-        in_flight = bool(measuring) or any(tallies[c.config_id].pending for c in column)
+        # the baseline's own seeds do not hold its column back: it counts as a hold whatever they score
+        in_flight = bool(measuring) or any(tallies[c.config_id].pending for c in column if c.verdict != BASELINE)
         if line:
             starts += [c for c in column if c.verdict == UNTRIED and not tallies[c.config_id].pending]
         elif not in_flight:

@@ -311,6 +311,9 @@ def rerun_inconclusive(args, check_data) -> int:
         state = f"every {rule.noun} is settled" if not open_ else f"{len(open_)} still open"
         if open_ and args.max_seeds is not None and spent < args.trial_budget:
             state += f" at --max-seeds {args.max_seeds}"
+        if not opened:
+            print(f"{prefix}: no open {rule.noun}, nothing to run", file=sys.stderr)
+            return 0
         print(f"{prefix}: {plural(spent, 'trial')} run, {settled} of {plural(opened, 'open ' + rule.noun)} "
               f"settled; {state}", file=sys.stderr)  # fmt: skip
     return 0

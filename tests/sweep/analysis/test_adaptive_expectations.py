@@ -156,6 +156,9 @@ def test_a_claim_settled_by_its_new_seeds_stops_the_rounds(planted, capsys, monk
     assert launched == [(side, seed) for seed in range(3, 3 + rounds) for side in ((2, 2), (1, 2))]
     assert f"{2 * rounds} trials run, 1 of 1 open claim settled; every claim is settled" in err
     assert verdicts(results, capsys)["deeper_wins_at_2_heads"] == ("agrees", 3 + rounds, 3 + rounds)
+    assert main(["rerun", str(path), "--select", "expectations", "--budget", "4", "--results", str(results)]) == 0
+    assert "selection 'expectations': no open claim, nothing to run" in capsys.readouterr().err
+    assert len(launched) == 2 * rounds  # every claim decided: a second run spends nothing
 
 
 def test_options_are_checked(planted, capsys):

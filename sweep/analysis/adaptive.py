@@ -13,6 +13,16 @@ reports for its row (the last depth that holds or the first that breaks, same fa
 d_model and MLP), or to the baseline's depth when its row has no edge yet; ties go to the config with fewer
 seeds, then to plan order. New seeds are the smallest numbers the config has not recorded, so a dry run
 prints exactly what a run would start, and two runs from the same results choose the same trials.
+
+The same rule serves the space's claims (``sweep rerun --select expectations``, what ``make known-answers``
+runs after each reproduction): a claim is *open* when its verdict in ``expectations`` is ``inconclusive`` and
+what it found is one more seeds can change (:data:`SETTLEABLE`: an interval that straddles its bound, a side
+with one seed, a side with none); a decided claim (``agrees``, ``disagrees``) takes no seed, nor does one found
+``did not learn`` or ``different devices`` (a failed training or two devices: more seeds of the same recipe do
+not decide it). A family's open members are those still inconclusive. Each round gives every side of every open
+claim (or member) one more seed, in the order the space states its claims, a side that several claims share
+once, and a side with ``--max-seeds`` seeds none; then the verdicts are read again, until no claim is open,
+every open claim's sides are at the cap, or the budget is spent. Without ``--max-seeds`` only the budget caps.
 """
 
 from __future__ import annotations
@@ -98,6 +108,99 @@ def open_verdicts(plan: Plan, results_dir: Path) -> list[OpenVerdict]:
     return [item[-1] for item in sorted(found, key=lambda item: item[:3])]
 
 
+# What an inconclusive claim found that more seeds of the same configs can change (expectations.sql's `found`).
+SETTLEABLE = ("unclear", "no interval", "not run")
+
+
+@dataclass(frozen=True)
+class OpenClaim:
+    """A claim of the space whose verdict more seeds may decide: its name, what it found (a family: how many
+    members agree), and the configs of its open members' sides, a before b, as the plan resolved them."""
+
+    name: str
+    found: str
+    configs: tuple[PlannedConfig, ...]
+
+
+def open_expectations(plan: Plan, results_dir: Path) -> list[OpenClaim]:
+    """The claims of ``plan`` still open (the module docstring's rule), in the order the space states them. A
+    space whose results record no claims yet (never run) has every claim open."""
+    from sweep.questions.expectations import claim_rows
+
+    by_id = {c.config_id: c for c in plan.configs}
+    order = {row["name"]: i for i, row in reversed(list(enumerate(claim_rows(plan))))}
+    settleable = ", ".join(f"'{found}'" for found in SETTLEABLE)
+    rows = (
+        connect(results_dir)
+        .execute(
+            f"""SELECT m.name, any_value(e.found), list(m.a_config ORDER BY m.member),
+                   list(m.b_config ORDER BY m.member)
+            FROM expectation_members m JOIN expectations e USING (space, name)
+            WHERE m.space = ? AND e.verdict = 'inconclusive' AND m.verdict = 'inconclusive'
+              AND m.found IN ({settleable})
+            GROUP BY m.name""",
+            [plan.space_name],
+        )
+        .fetchall()
+    )
+    recorded = (
+        connect(results_dir)
+        .execute("SELECT count(*) FROM expectation_members WHERE space = ?", [plan.space_name])
+        .fetchone()[0]
+    )
+    if not recorded:  # never run: every claim, with every member's sides
+        rows = [(r["name"], "not run", [r["a_config"]], [r["b_config"]]) for r in claim_rows(plan)]
+    claims: dict[str, OpenClaim] = {}
+    for name, found, a_ids, b_ids in rows:
+        if name not in order:
+            continue  # a claim the recorded sweep stated that this plan no longer does
+        ids = [i for pair in zip(a_ids, b_ids, strict=True) for i in pair if i is not None and i in by_id]
+        before = [c.config_id for c in claims[name].configs] if name in claims else []
+        claims[name] = OpenClaim(name, found, tuple(by_id[i] for i in dict.fromkeys([*before, *ids])))
+    return sorted(claims.values(), key=lambda claim: order[claim.name])
+
+
+def next_claims_round(
+    plan: Plan, results_dir: Path, open_: list[OpenClaim], trial_budget: int, max_seeds: int | None
+) -> list[Missing]:
+    """One round of at most ``trial_budget`` trials: one more seed for each side of each open claim, in order,
+    once per config, none for a config that has ``max_seeds`` seeds (None: no cap)."""
+    from sweep.plan.plan import Missing
+
+    seeds = recorded_seeds(results_dir, plan.space_name)
+    planned: list[Missing] = []
+    given: set[str] = set()
+    for claim in open_:
+        for config in claim.configs:
+            taken = seeds.setdefault(config.config_id, set())
+            if config.config_id in given or (max_seeds is not None and len(taken) >= max_seeds):
+                continue
+            if len(planned) == trial_budget:
+                return planned
+            seed = next_seed(taken)
+            taken.add(seed)
+            given.add(config.config_id)
+            planned.append(Missing(config, seed))
+    return planned
+
+
+def describe_claims_round(open_: list[OpenClaim], planned: list[Missing], trials_left: int) -> str:
+    lines = [f"{plural(len(open_), 'open claim')}; this round runs {len(planned)} trials (budget left {trials_left}):"]
+    for item in planned:
+        shape = item.config.shape
+        names = ", ".join(f"{c.name}: {c.found}" for c in open_ if item.config.config_id in ids_of(c))
+        heads = "head " if shape.num_heads == 1 else "heads"
+        lines.append(
+            f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} {heads} of {shape.head_dim:<3} "
+            f"d_model {shape.embed_dim:<4} seed {item.seed}  ({names})"
+        )
+    return "\n".join(lines)
+
+
+def ids_of(claim: OpenClaim) -> set[str]:
+    return {c.config_id for c in claim.configs}
+
+
 def plan_baseline_depth(plan: Plan, family: str) -> int:
     baselines = [c for c in plan.configs if c.is_baseline]
     return next((c.shape.depth for c in baselines if c.shape.family == family), baselines[0].shape.depth)
@@ -110,9 +213,12 @@ def next_seed(taken: set[int]) -> int:
     return seed
 
 
-def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], trial_budget: int) -> list[Missing]:
+def next_round(
+    plan: Plan, results_dir: Path, open_: list[OpenVerdict], trial_budget: int, max_seeds: int | None = None
+) -> list[Missing]:
     """One round of at most ``trial_budget`` trials: one more seed per open config in order, each preceded, while
-    the baseline of its family has no more seeds than it, by one more seed for that baseline."""
+    the baseline of its family has no more seeds than it, by one more seed for that baseline; none for a config
+    (or baseline) that has ``max_seeds`` seeds (None: no cap)."""
     seeds = recorded_seeds(results_dir, plan.space_name)
     baselines = {c.shape.family: c for c in plan.configs if c.is_baseline}
     from sweep.plan.plan import Missing
@@ -120,9 +226,13 @@ def next_round(plan: Plan, results_dir: Path, open_: list[OpenVerdict], trial_bu
     planned: list[Missing] = []
     for item in open_:
         base = baselines[item.config.shape.family]
+        if max_seeds is not None and len(seeds.get(item.config.config_id, ())) >= max_seeds:
+            continue
         for config in (base, item.config):
             taken = seeds.setdefault(config.config_id, set())
             if config is base and len(taken) > len(seeds.get(item.config.config_id, ())):
+                continue
+            if max_seeds is not None and len(taken) >= max_seeds:
                 continue
             if len(planned) == trial_budget:
                 return planned

@@ -146,12 +146,21 @@ def add_run_parsers(sub) -> None:
     rerun.add_argument("--seeds", type=int, help="seeds wanted per config: 0 … N-1 (not with inconclusive)")
     rerun.add_argument(
         "--select",
-        choices=(*SELECTIONS, "inconclusive"),
+        choices=(*SELECTIONS, "inconclusive", "expectations"),
         default="all",
-        help="which configs; inconclusive: more seeds only where a verdict is still open, up to --budget",
+        help="which configs; inconclusive: more seeds only where a verdict is still open, up to --budget; "
+        "expectations: more seeds only on the sides of a claim (expect:) still inconclusive, up to --budget",
     )
     rerun.add_argument(
-        "--budget", dest="trial_budget", type=int, help="--select inconclusive: at most this many more trials"
+        "--budget",
+        dest="trial_budget",
+        type=int,
+        help="--select inconclusive or expectations: at most this many more trials",
+    )
+    rerun.add_argument(
+        "--max-seeds",
+        type=int,
+        help="--select inconclusive or expectations: no config gets a seed once it has this many (recorded ones count)",
     )
     rerun.add_argument("--top-k", type=int, help="K for --select top-k")
     rerun.add_argument("--dry-run", action="store_true", help="print what is missing, run nothing")

@@ -261,10 +261,11 @@ def rerun_space(args) -> int:
     from sweep.space.model import GridSearch, Scheduler
     from sweep.space.validation import check_data
 
-    if args.select == "inconclusive":
+    if args.select in ("inconclusive", "expectations"):
         return rerun_inconclusive(args, check_data)
-    if args.trial_budget is not None:
-        raise UsageError("--budget goes with --select inconclusive; the other selections take --seeds N")
+    if args.trial_budget is not None or args.max_seeds is not None:
+        raise UsageError("--budget goes with --select inconclusive or expectations, and so does --max-seeds; the "
+                         "other selections take --seeds N")  # fmt: skip
     if args.seeds is None:
         return rerun_search(args, check_data)
     if args.trials is not None:
@@ -326,37 +327,74 @@ def rerun_search(args, check_data) -> int:
 
 
 def rerun_inconclusive(args, check_data) -> int:
-    """Rounds of one more seed for every open verdict, until all are settled or ``--budget`` trials have
-    run (``sweep/analysis/adaptive.py``); ``--dry-run`` prints the first round."""
-    from sweep.analysis.adaptive import describe_round, next_round, open_verdicts
+    """Rounds of one more seed for every open verdict (``--select inconclusive``) or every side of every open
+    claim (``--select expectations``), until all are settled, ``--budget`` trials have run or every open one
+    has ``--max-seeds`` seeds (``sweep/analysis/adaptive.py``); ``--dry-run`` prints the first round."""
     from sweep.space.model import GridSearch, Scheduler
 
     if args.trial_budget is None or args.trial_budget < 1:
-        raise UsageError("--select inconclusive needs --budget N (N >= 1): how many more trials it may run")
+        raise UsageError(f"--select {args.select} needs --budget N (N >= 1): how many more trials it may run")
+    if args.max_seeds is not None and args.max_seeds < 1:
+        raise UsageError(f"--max-seeds must be at least 1, got {args.max_seeds}")
     if args.seeds is not None or args.trials is not None:
-        raise UsageError("--select inconclusive chooses the seeds itself; drop --seeds or --trials and give --budget N")
+        raise UsageError(f"--select {args.select} chooses the seeds itself; drop --seeds or --trials and give "
+                         "--budget N")  # fmt: skip
     plan = load_plan(args, check_data)
     if plan.space.tune is not None:
-        raise UsageError("--select inconclusive does not yet follow a `tune:` space's chosen rates; add verdict seeds "
-                         "at them with `sweep rerun SPACE --seeds N`")  # fmt: skip
-    prefix = f"[rerun] {plan.space_name}: selection 'inconclusive'"
+        raise UsageError(f"--select {args.select} does not yet follow a `tune:` space's chosen rates; add verdict "
+                         "seeds at them with `sweep rerun SPACE --seeds N`")  # fmt: skip
+    rule = adaptive_rule(args.select, args.max_seeds)
+    prefix = f"[rerun] {plan.space_name}: selection {args.select!r}"
+    cap = "" if args.max_seeds is None else f", at most {plural(args.max_seeds, 'seed')} a config"
     with lock_unless_dry_run(args, plan.space_name):
-        open_ = open_verdicts(plan, args.results)
+        open_ = rule.open(plan, args.results)
         opened, spent = len(open_), 0
         while open_ and spent < args.trial_budget and not device_hours_spent(args, plan.space_name):
-            planned = next_round(plan, args.results, open_, args.trial_budget - spent)
-            print(f"{prefix}, {describe_round(open_, planned, args.trial_budget - spent)}", file=sys.stderr)
+            planned = rule.round(plan, args.results, open_, args.trial_budget - spent)
+            if not planned:
+                break  # every open one is at --max-seeds
+            print(f"{prefix}{cap}, {rule.describe(open_, planned, args.trial_budget - spent)}", file=sys.stderr)
             if args.dry_run:
                 return 0
             plan.pairs = [(m.config, m.seed) for m in planned]
             plan.space = plan.space.model_copy(update={"search": GridSearch(), "scheduler": Scheduler()})
             launch(plan, args)
             spent += len(planned)
-            open_ = open_verdicts(plan, args.results)
+            open_ = rule.open(plan, args.results)
         settled = opened - len(open_)
-        state = "every verdict is settled" if not open_ else f"{len(open_)} still open"
-        print(f"{prefix}: {spent} trials run, {settled} of {opened} open verdicts settled; {state}", file=sys.stderr)
+        state = f"every {rule.noun} is settled" if not open_ else f"{len(open_)} still open"
+        if open_ and args.max_seeds is not None and spent < args.trial_budget:
+            state += f" at --max-seeds {args.max_seeds}"
+        if not opened:
+            print(f"{prefix}: no open {rule.noun}, nothing to run", file=sys.stderr)
+            return 0
+        print(f"{prefix}: {plural(spent, 'trial')} run, {settled} of {plural(opened, 'open ' + rule.noun)} "
+              f"settled; {state}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveRule:
+    """What ``rerun_inconclusive`` asks of a selection: the open items, one round of trials for them, the
+    round in words, and what an item is called."""
+
+    open: object
+    round: object
+    describe: object
+    noun: str
+
+
+def adaptive_rule(select: str, max_seeds: int | None) -> AdaptiveRule:
+    """``inconclusive``: the configs' open verdicts against the baseline; ``expectations``: the space's open claims."""
+    from functools import partial
+
+    from sweep.analysis import adaptive
+
+    if select == "expectations":
+        round_ = partial(adaptive.next_claims_round, max_seeds=max_seeds)
+        return AdaptiveRule(adaptive.open_expectations, round_, adaptive.describe_claims_round, "claim")
+    round_ = partial(adaptive.next_round, max_seeds=max_seeds)
+    return AdaptiveRule(adaptive.open_verdicts, round_, adaptive.describe_round, "verdict")
 
 
 def launch(plan: Plan, args, record: SearchRecord | EdgeRecord | None = None, trials: int | None = None) -> int:

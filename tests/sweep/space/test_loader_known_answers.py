@@ -32,7 +32,10 @@ def test_smoke_profile_runs_and_fills_the_expectations_view(name, tmp_path, loca
     rows = query(results, "FROM expectations")
     _, space, _ = load_space(name, "smoke")
     assert [r["name"] for r in rows] == sorted(e.name for e in space.expect)
-    assert all(r["n_a"] == 2 and r["n_b"] == 2 and r["delta_lo"] is not None for r in rows)
     assert all(r["verdict"] in ("agrees", "disagrees", "inconclusive") for r in rows)
+    members = query(results, "FROM expectation_members")  # a family's members; a level has no b side
+    assert {m["name"] for m in members} == {r["name"] for r in rows}
+    assert all(m["n_a"] == 2 and m["n_b"] == (2 if m["b_config"] else 0) for m in members)
+    assert all(m["delta_lo"] is not None for m in members)
     configs = {t["config_id"] for t in trials}
-    assert all(r["a_config"] in configs and r["b_config"] in configs for r in rows)  # the plan's, recorded
+    assert all(m["a_config"] in configs and m["b_config"] in (configs | {None}) for m in members)  # recorded

@@ -2,7 +2,7 @@
 column's edge, and which (config, seed) to train next. Pure: no DuckDB, no Ray, no torch, so the searcher
 (sweep/run/) and the replay bench (bench/edge_replay.py) run the very same rules.
 
-Definitions (docs/search.md says them for users):
+Definitions (docs/analysis.md says them for users):
 
 - A *column* is every config that shares all shape axes but depth; along it, depths ascend.
 - *Verdict statistic*: gain = better · (mean score of the config − mean score of the baseline), better = +1 when

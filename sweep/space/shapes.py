@@ -72,7 +72,7 @@ class Shape:
         )
 
     def depth_column(self) -> tuple:
-        """The edge search's column of this shape (docs/search.md): every key but depth, as (name, value) pairs,
+        """The edge search's column of this shape (docs/analysis.md): every key but depth, as (name, value) pairs,
         and the questions' labels (a control of the same shape is another column)."""
         names = (*SHAPE_KEYS[1:], "family", "kv_heads", "conditioning")
         return (*((name, getattr(self, name)) for name in names), *self.axes, *self.labels)

@@ -151,10 +151,11 @@ def generated_token_latency_ms(
     N. One run generating T tokens and one generating 1 (the prompt's forward pass, the prefill, and
     nothing else) are each timed, device synchronised, in pairs (T then 1): warm-up pairs untimed, then the
     timed pairs, at most ``warmup_steps`` and ``iters``, as many as fit in ``budget_s`` (module
-    docstring). The latency is the median over the timed pairs of (T-token time − 1-token time) / (T − 1):
-    the cost of one decoding step, without the prefill. Differences are taken within a pair, run back to
-    back, because the load on a shared machine drifts between pairs (a difference of two medians taken
-    over different pairs went negative on a loaded 2-core machine). Needs the model's
+    docstring). The latency is (fastest T-token time − fastest 1-token time) / (T − 1): the cost of one
+    decoding step, without the prefill. The fastest run of each, not a median, because a shared machine's
+    load only ever adds time, and a small model's decoding steps (tenths of a millisecond) are shorter
+    than what it adds: a median over pairs, and a difference of medians, both went negative on a loaded
+    2-core machine, where the least disturbed run of each stays close to its cost. Needs the model's
     ``generate(input_ids, new_tokens)`` (``CausalLM``).
     """
     ids = window.reshape(1, -1)
@@ -173,7 +174,8 @@ def generated_token_latency_ms(
 
     passes = budgeted_passes(lambda: (generate(new_tokens), generate(1)), budget_s, warmup_steps, iters)
     model.train()
-    return statistics.median((long_ms - prefill_ms) / (new_tokens - 1) for long_ms, prefill_ms in passes)
+    long_ms, prefill_ms = (min(times) for times in zip(*passes))
+    return (long_ms - prefill_ms) / (new_tokens - 1)
 
 
 def kv_cache_bytes_per_token(spec: ModelSpec, model: nn.Module, autocast) -> int:

@@ -33,7 +33,8 @@ SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 
 
 class ToyLabels(Question):
-    """Tags each config with 16 heads or more as ``wide`` and ranks it by depth; adds the axis ``toy_patch``, the
+    """Tags each config with 16 heads or more as ``wide`` and ranks it by its heads (a label, unlike an axis, names a treatment: one that varied with depth
+    would split the edge search's columns, ``Shape.depth_column``); adds the axis ``toy_patch``, the
     ViT's patch size (2, the digits ViT's own, unless the space varies it); writes how many are wide, and how
     many configs each patch size has."""
 
@@ -41,7 +42,7 @@ class ToyLabels(Question):
     report_place = "mechanism"
     labels = (
         Label("toy_tag", "VARCHAR", "wide: 16 heads or more; NULL otherwise", plan_after="num_heads", plan_blank="-"),
-        Label("toy_rank", "BIGINT", "the config's depth times 10, for wide configs", in_configs="max", in_plan=False),
+        Label("toy_rank", "BIGINT", "the config's heads times 10, for wide configs", in_configs="max", in_plan=False),
     )
     axes = (Axis("toy_patch", "BIGINT", "the ViT's patch size in pixels", default=2, model_field="patch_size"),)
 
@@ -62,7 +63,7 @@ class ToyLabels(Question):
 
 
 def wide_labelled(shape):
-    return shape.labelled(toy_tag="wide", toy_rank=10 * shape.depth)
+    return shape.labelled(toy_tag="wide", toy_rank=10 * shape.num_heads)
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_the_plan_carries_a_declared_label_to_its_configs_payloads_and_table(toy
     assert {c.label("toy_tag") for c in plan.configs if not wide(c)} == {None}
     for payload in plan.trials():  # every declared label travels with the trial, None where unset
         config = next(c for c in plan.configs if c.config_id == payload["config_id"])
-        expected = ("wide", 10 * config.shape.depth) if wide(config) else (None, None)
+        expected = ("wide", 10 * config.shape.num_heads) if wide(config) else (None, None)
         assert (payload["toy_tag"], payload["toy_rank"]) == expected
     assert main(["plan", SPACE, "--format", "json"]) == 0
     trials = json.loads(capsys.readouterr().out)["trials"]
@@ -117,17 +118,17 @@ def test_a_declared_label_reaches_the_results_the_views_and_the_report(toy, tmp_
     files = list((results / "trials" / SPACE / "sweep-1").glob("*.parquet"))
     rows = [row for path in files for row in pq.read_table(path).to_pylist()]
     assert len(rows) == len(plan.trials()) and pq.read_schema(files[0]).field("toy_rank").type == pa.int64()
-    assert {(r["num_heads"] >= 16, r["toy_tag"], r["toy_rank"] == (10 * r["depth"] if r["num_heads"] >= 16 else None))
+    assert {(r["num_heads"] >= 16, r["toy_tag"], r["toy_rank"] == (10 * r["num_heads"] if r["num_heads"] >= 16 else None))
             for r in rows} == {(True, "wide", True), (False, None, True)}  # fmt: skip
 
     configs = query(results, "SELECT depth, num_heads, toy_tag, toy_rank FROM configs")
     assert sorted((c["depth"], c["num_heads"], c["toy_tag"], c["toy_rank"]) for c in configs if c["toy_tag"]) == [
-        (d, h, "wide", 10 * d) for d in (1, 2, 4) for h in (16, 64)
+        (d, h, "wide", 10 * h) for d in (1, 2, 4) for h in (16, 64)
     ]
     assert main(["sql", "--results", str(results), "SELECT count(*) AS n FROM configs WHERE toy_tag = 'wide'"]) == 0
     assert "6" in capsys.readouterr().out
     report = write_report(SPACE, results, tmp_path / "report").read_text()
-    assert "## Toy labels\n\n6 configs tagged wide, ranks summing to 140." in report  # 2 × 10 · (1 + 2 + 4)
+    assert "## Toy labels\n\n6 configs tagged wide, ranks summing to 2400." in report  # 3 depths × 10 · (16 + 64)
 
 
 def test_files_written_before_a_label_existed_read_it_as_null(tmp_path, monkeypatch):

@@ -110,9 +110,9 @@ gpu-smoke: $(INSTALLED)
 # with the cap and budget declared here before it runs: at most KNOWN_MAX_SEEDS seeds a config and
 # KNOWN_BUDGET more trials a space; then the table: each claim, what it found, its verdict, and the seeds each side
 # took (a family: the fewest-most over its members). A check users run, not a timed test. Time budget on 2 cores:
-# the cpu profiles took 31 min at load 4-10 (33 trials, 2026-12-04), the new one-block MQAR config 3 trials more;
-# the adaptive step at most 4 x KNOWN_BUDGET = 48 trials (about 30 min more at that load); so at most about
-# 65 minutes, and about 45 when only the claims open after 3 seeds take seeds (docs/known_answers.md).
+# at most about 65 minutes (the cpu profiles' 36 trials, plus at most 4 x KNOWN_BUDGET = 48 adaptive trials).
+# Measured 2026-12-06 at load about 4-5: 29 min 15 s for everything but zoology's cpu run and 3 low-rank trials,
+# run earlier at load 17-35; so about 35-40 minutes from scratch at that load (13 adaptive trials were spent).
 KNOWN_SPACES ?= $(sort $(basename $(notdir $(wildcard search_spaces/known_*.yaml))))
 KNOWN_RESULTS ?= results/known
 KNOWN_MAX_SEEDS ?= 6

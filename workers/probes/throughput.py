@@ -174,7 +174,7 @@ def generated_token_latency_ms(
 
     passes = budgeted_passes(lambda: (generate(new_tokens), generate(1)), budget_s, warmup_steps, iters)
     model.train()
-    long_ms, prefill_ms = (min(times) for times in zip(*passes))
+    long_ms, prefill_ms = (min(times) for times in zip(*passes, strict=True))
     return (long_ms - prefill_ms) / (new_tokens - 1)
 
 

@@ -33,10 +33,10 @@ SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 
 
 class ToyLabels(Question):
-    """Tags each config with 16 heads or more as ``wide`` and ranks it by its heads (a label, unlike an axis, names a treatment: one that varied with depth
-    would split the edge search's columns, ``Shape.depth_column``); adds the axis ``toy_patch``, the
-    ViT's patch size (2, the digits ViT's own, unless the space varies it); writes how many are wide, and how
-    many configs each patch size has."""
+    """Tags each config with 16 heads or more as ``wide`` and ranks it by its heads (a label names a treatment: one
+    that varied with depth would split the edge search's columns, ``Shape.depth_column``); adds the axis
+    ``toy_patch``, the ViT's patch size (2, the digits ViT's own, unless the space varies it); writes how many are
+    wide, and how many configs each patch size has."""
 
     name = "toy_labels"
     report_place = "mechanism"
@@ -118,8 +118,9 @@ def test_a_declared_label_reaches_the_results_the_views_and_the_report(toy, tmp_
     files = list((results / "trials" / SPACE / "sweep-1").glob("*.parquet"))
     rows = [row for path in files for row in pq.read_table(path).to_pylist()]
     assert len(rows) == len(plan.trials()) and pq.read_schema(files[0]).field("toy_rank").type == pa.int64()
-    assert {(r["num_heads"] >= 16, r["toy_tag"], r["toy_rank"] == (10 * r["num_heads"] if r["num_heads"] >= 16 else None))
-            for r in rows} == {(True, "wide", True), (False, None, True)}  # fmt: skip
+    ranked = lambda r: 10 * r["num_heads"] if r["num_heads"] >= 16 else None  # noqa: E731
+    labelled = {(r["num_heads"] >= 16, r["toy_tag"], r["toy_rank"] == ranked(r)) for r in rows}
+    assert labelled == {(True, "wide", True), (False, None, True)}
 
     configs = query(results, "SELECT depth, num_heads, toy_tag, toy_rank FROM configs")
     assert sorted((c["depth"], c["num_heads"], c["toy_tag"], c["toy_rank"]) for c in configs if c["toy_tag"]) == [

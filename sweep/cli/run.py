@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sweep.plan.plan import Plan
     from sweep.run.edge import EdgeRecord
     from sweep.run.rerun import SearchRecord
+    from sweep.run.tuned_search import TunedRecord
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -169,6 +170,8 @@ def run_search(plan: Plan, args) -> int:
 
     search = plan.space.search
     fresh = getattr(args, "fresh", False)
+    if plan.space.tune is not None:
+        return run_tuned_search(plan, args)
     record = SearchRecord(plan.seeds[0]) if fresh else search_record(args.results, plan)
     trials = args.trials if args.trials is not None else record.remaining(search.num_trials)
     prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): optuna {search.sampler}"
@@ -199,6 +202,39 @@ def run_search(plan: Plan, args) -> int:
     return launch(plan, args, record=record, trials=trials)
 
 
+def run_tuned_search(plan: Plan, args) -> int:
+    """An Optuna search with ``tune:`` (``sweep/run/tuned_search.py``), resumed: its study starts from every config
+    whose verdict seeds are recorded at its chosen rate, and it tunes what ``num_trials`` (configs) has left
+    (``--trials N``: N more configs); ``--fresh`` is refused (the choices rest on the recorded selection runs)."""
+    from sweep.run.tuned_search import runs_per_config, tuned_search_record
+
+    if getattr(args, "fresh", False):
+        raise UsageError("--fresh does not go with a `tune:` space: its verdicts rest on the recorded selection runs; "
+                         "use another --results folder to start over")  # fmt: skip
+    search = plan.space.search
+    record = tuned_search_record(args.results, plan)
+    trials = args.trials if args.trials is not None else record.remaining(search.num_trials)
+    prefix = (f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): optuna {search.sampler}, learning rate "
+              f"tuned per config ({runs_per_config(plan)} runs a config: its selection runs, then seeds {plan.seeds} "
+              "at its chosen rate; Optuna is told their mean)")  # fmt: skip
+    done = len(record.search.outcomes)
+    if record.selection or record.verdicts:
+        selection = plural(len(record.selection), "selection run")
+        print(f"{prefix}, resuming: {plural(done, 'config')} tuned and judged, {selection} recorded", file=sys.stderr)
+    if done >= len(plan.configs):
+        print(f"{prefix}: all {len(plan.configs)} configs it can suggest are tuned and judged; nothing left to train",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    if trials < 1:
+        print(f"{prefix}: its budget is spent ({done} of num_trials {search.num_trials} configs tuned); "
+              f"`{hints_of(args).run('--trials N')}` tunes N more", file=sys.stderr)  # fmt: skip
+        return 0
+    if getattr(args, "dry_run", False):
+        print(f"{prefix}: a run would tune {plural(trials, 'more config')} (--dry-run: nothing runs)", file=sys.stderr)
+        return 0
+    return launch(plan, args, record=record, trials=trials)
+
+
 def run_edge(plan: Plan, args) -> int:
     """An edge search, resumed from every recorded trial of its configs (``sweep/run/edge.py``): it trains what its
     verdicts still need, up to ``--trials N`` trials now (default: what ``max_trials`` leaves; none: no cap). No
@@ -212,8 +248,11 @@ def run_edge(plan: Plan, args) -> int:
     record = edge_record(args.results, plan)
     trials = args.trials if args.trials is not None else record.remaining(search.max_trials)
     prefix = f"[sweep] {plan.space_name} (profile {plan.profile or 'none'}): edge search"
-    if record.observations:
-        print(f"{prefix}, resuming: {plural(len(record.observations), 'recorded trial')} of its "
+    if plan.space.tune is not None:
+        prefix += ", learning rate tuned per config"
+    if record.observations or record.selection:
+        selection = f" and {plural(len(record.selection), 'selection run')}" if plan.space.tune is not None else ""
+        print(f"{prefix}, resuming: {plural(len(record.observations), 'recorded trial')}{selection} of its "
               f"{plural(len(plan.configs), 'config')} start it", file=sys.stderr)  # fmt: skip
     said = io.StringIO()  # the run's searcher says the record's contradictions; only a settled search says them here
     summary = EdgeSearch(plan, record, trials, stream=said).summary()  # what the record alone settles
@@ -224,7 +263,7 @@ def run_edge(plan: Plan, args) -> int:
               file=sys.stderr)  # fmt: skip
         return 0
     if trials is not None and trials < 1:
-        print(f"{prefix}: its trial cap is spent ({len(record.observations)} of max_trials {search.max_trials} "
+        print(f"{prefix}: its trial cap is spent ({record.recorded()} of max_trials {search.max_trials} "
               f"recorded); `{hints_of(args).run('--trials N')}` trains N more", file=sys.stderr)  # fmt: skip
         return 0
     if getattr(args, "dry_run", False):
@@ -243,6 +282,8 @@ def search_words(plan: Plan, count: int | None) -> str:
     search = plan.space.search
     if search.kind == "grid":
         return f"{count} trials, grid"
+    if search.kind == "optuna" and plan.space.tune is not None:
+        return f"{plural(count, 'config')} to tune, optuna {search.sampler}"
     if search.kind == "optuna":
         return f"{count} trials, optuna {search.sampler}"
     return (f"{cap_words(count)}, edge search ({search.min_seeds} to {search.max_seeds} seeds a config, "
@@ -397,7 +438,9 @@ def adaptive_rule(select: str, max_seeds: int | None) -> AdaptiveRule:
     return AdaptiveRule(adaptive.open_verdicts, round_, adaptive.describe_round, "verdict")
 
 
-def launch(plan: Plan, args, record: SearchRecord | EdgeRecord | None = None, trials: int | None = None) -> int:
+def launch(
+    plan: Plan, args, record: SearchRecord | EdgeRecord | TunedRecord | None = None, trials: int | None = None
+) -> int:
     """Run ``plan``: a grid's trials, or an Optuna or edge search resumed from ``record`` for ``trials`` trials
     (an edge search: at most; None, no cap)."""
     from sweep.run.tuner import run_sweep
@@ -432,6 +475,8 @@ def launch(plan: Plan, args, record: SearchRecord | EdgeRecord | None = None, tr
         print(f"[sweep] {outcome.device_hours.words()}", file=sys.stderr)
     for line in outcome.edge.lines() if outcome.edge is not None else []:
         print(f"[sweep] {line}", file=sys.stderr)
+    if outcome.tuning is not None:
+        print(f"[sweep] {outcome.tuning}", file=sys.stderr)
     query = f"SELECT * FROM trials WHERE sweep_id = '{outcome.sweep_id}'"
     print(f"[sweep] query them: {hints_of(args).sql(query)}", file=sys.stderr)
     compact_after_sweep(args.results, plan.space_name)

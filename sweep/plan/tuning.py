@@ -72,3 +72,20 @@ def trials_count(plan: Plan) -> tuple[int, int]:
     """(selection, verdict) trials of a tuned plan: configs × rates × selection seeds, configs × seeds."""
     tune = plan.space.tune
     return len(plan.configs) * len(tune.rates()) * len(tune.selection_seeds), len(plan.configs) * len(plan.seeds)
+
+
+def choose_rate(outcomes: dict[float, list[float | None]], mode: str) -> float:
+    """The rate ``tune_choice`` (``sweep/questions/tuning.sql``) chooses from one config's selection runs, for a
+    search that chooses before the rows are written: ``outcomes`` maps each rate to its selection runs' scores
+    (None: a run that failed, i.e. ``diverged``, ``oom`` or ``pruned``). The rule, the view's: fewest failed runs
+    first, then the best mean score of the finished ones in the metric's direction (``mode``: ``max`` or ``min``; a
+    rate with none finished last), then the smaller rate."""
+    better = 1.0 if mode == "max" else -1.0
+
+    def rank(lr: float) -> tuple:
+        scores = outcomes[lr]
+        finished = [s for s in scores if s is not None]
+        mean = sum(finished) / len(finished) if finished else None
+        return (len(scores) - len(finished), mean is None, -better * mean if mean is not None else 0.0, lr)
+
+    return min(outcomes, key=rank)

@@ -125,9 +125,6 @@ class TuningQuestion(Question):
         if low:
             issues.append(ConfigIssue(file, "tune.lr", f"every rate must be above train.min_lr ({space.train.min_lr})",
                           low, "raise the smallest rate, or lower train.min_lr"))  # fmt: skip
-        if space.search.kind != "grid":
-            issues.append(ConfigIssue(file, "tune", "a learning-rate search runs with a grid search only (so far)",
-                          space.search.kind, "drop `tune:`, or use `search: {kind: grid}`"))  # fmt: skip
         return issues
 
     def plan_lines(self, plan) -> list[str]:
@@ -135,12 +132,15 @@ class TuningQuestion(Question):
         if tune is None:
             return []
         rates = ", ".join(f"{r:g}" for r in tune.rates())
-        selection = len(plan.configs) * len(tune.rates()) * len(tune.selection_seeds)
-        return [
-            f"learning rate tuned per config: rates {rates}, {plural(len(tune.selection_seeds), 'selection seed')} "
-            f"{tune.selection_seeds} each ({selection} selection runs), then seeds {plan.seeds} at each config's "
-            "chosen rate (the choice: best mean score on the selection runs; no verdict counts them)"
-        ]
+        per_config = len(tune.rates()) * len(tune.selection_seeds)
+        kind = plan.space.search.kind
+        head = f"learning rate tuned per config: rates {rates}, {plural(len(tune.selection_seeds), 'selection seed')} "
+        choice = "(the choice: best mean score on the selection runs; no verdict counts them)"
+        if kind == "grid":
+            return [f"{head}{tune.selection_seeds} each ({len(plan.configs) * per_config} selection runs), then seeds "
+                    f"{plan.seeds} at each config's chosen rate {choice}"]  # fmt: skip
+        return [f"{head}{tune.selection_seeds} each ({per_config} selection runs a config), for each config the "
+                f"{kind} search trains, before its verdict seeds run at its chosen rate {choice}"]  # fmt: skip
 
     def plan_json(self, plan) -> dict:
         tune = plan.space.tune

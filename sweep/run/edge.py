@@ -16,6 +16,13 @@ hands Tune one (config, seed) at a time, never one that is recorded or training.
   trials still running end as usual. ``--max-gpu-hours`` wraps it in the device-hours limiter (sweep/run/budget.py)
   as it wraps every search.
 - Each contradiction of the monotone assumption is printed once, when it is first found.
+- With a learning-rate search (``tune:``, ``sweep/questions/tuning.py``): a config the search proposes first runs its
+  selection runs (every rate × every selection seed, each a suggestion of its own, handed out together), and once
+  they are all recorded its proposed seeds run as verdict seeds at the rate they chose (``choose_rate``, the rule of
+  view ``tune_choice``), so a config's verdicts start as soon as its own selection ends, not after every config's.
+  The baseline is tuned the same way. The search's core sees only verdict rows, keyed by the plan's config id
+  (each tuned row's ``recipe_config_id``), as the edge views do; selection runs are never its observations. The
+  trial cap and ``--max-gpu-hours`` count both phases.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from sweep.analysis.edge import BREAKS, HOLDS, INCONCLUSIVE, Observation, assess
 from sweep.analysis.edge_lattice import configs_by_id, edge_settings, lattices
 from sweep.analysis.sql import connect_lazily
 from sweep.plan.plan import Plan, trial_payload
+from sweep.plan.tuning import at_rate, choose_rate
+from sweep.questions.tuning import SELECTION, VERDICT
+from sweep.run.tuning import SelectionRun, tuned_ids
 from sweep.text import plural
 from workers.metrics import score_of
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
@@ -40,13 +50,19 @@ from workers.vocabulary import RECORDED_STATUSES, TrialStatus
 @dataclass
 class EdgeRecord:
     """What the results hold of an edge search's configs: one observation per recorded (config, seed) pair (an
-    ``ok`` row first, then the latest), in the order they finished."""
+    ``ok`` row first, then the latest), in the order they finished; with ``tune:``, the observations are the
+    verdict seeds (keyed by the plan's config id) and ``selection`` holds the selection runs."""
 
     observations: list[Observation] = field(default_factory=list)
+    selection: list[SelectionRun] = field(default_factory=list)
+
+    def recorded(self) -> int:
+        """The trials recorded, selection runs included."""
+        return len(self.observations) + len(self.selection)
 
     def remaining(self, max_trials: int | None) -> int | None:
-        """Trials the search may still train under ``max_trials`` (None: no cap)."""
-        return None if max_trials is None else max(0, max_trials - len(self.observations))
+        """Trials the search may still train under ``max_trials`` (None: no cap); selection runs count."""
+        return None if max_trials is None else max(0, max_trials - self.recorded())
 
 
 def edge_record(results_dir, plan: Plan) -> EdgeRecord:
@@ -61,12 +77,19 @@ def edge_record(results_dir, plan: Plan) -> EdgeRecord:
             ORDER BY finished_at NULLS FIRST, config_id, seed""",
         {"space": plan.space_name},
     ).fetchall()
-    planned = configs_by_id(plan)
-    return EdgeRecord([
-        Observation(config_id, int(seed), finite(score) if status == TrialStatus.OK else None)
-        for config_id, seed, status, score in rows
-        if config_id in planned
-    ])  # fmt: skip
+    planned = {config_id: config_id for config_id in configs_by_id(plan)}
+    selection: dict[str, tuple[str, float]] = {}
+    if plan.space.tune is not None:
+        selection, planned = tuned_ids(plan)
+    selection_seeds = set(plan.space.tune.selection_seeds) if plan.space.tune is not None else set()
+    record = EdgeRecord()
+    for config_id, seed, status, score in rows:
+        score = finite(score) if status == TrialStatus.OK else None
+        if config_id in planned:
+            record.observations.append(Observation(planned[config_id], int(seed), score))
+        elif config_id in selection and seed in selection_seeds:
+            record.selection.append(SelectionRun(*selection[config_id], int(seed), score))
+    return record
 
 
 def finite(score) -> float | None:
@@ -91,6 +114,9 @@ def most_trials(plan: Plan, record: EdgeRecord) -> int:
     for config in plan.configs:
         cap = search.baseline_seeds if config.is_baseline else search.max_seeds
         most += max(0, cap - recorded.get(config.config_id, 0))
+    if plan.space.tune is not None:
+        tune = plan.space.tune
+        most += len(plan.configs) * len(tune.rates()) * len(tune.selection_seeds) - len(record.selection)
     return max(1, most)
 
 
@@ -123,6 +149,12 @@ class EdgeSearch(Searcher):
         self.said_columns: set[tuple] = set()  # (lattice, column words) of each
         self.finished = self.capped = False
         self.stream = stream
+        self.tune = plan.space.tune  # None: no learning-rate search
+        self.selection: dict[str, dict[tuple[float, int], float | None]] = {}  # config_id → (lr, seed) → score
+        for run in record.selection:
+            self.selection.setdefault(run.config_id, {})[(run.lr, run.seed)] = run.score
+        self.selection_recorded, self.selection_trained = len(record.selection), 0
+        self.pending_selection: dict[str, tuple[str, float, int]] = {}  # Tune trial id → (config_id, lr, seed)
 
     def assess(self) -> list:
         """Each family's :class:`~sweep.analysis.edge.EdgeState`, from everything known now."""
@@ -176,22 +208,58 @@ class EdgeSearch(Searcher):
         self.say_contradictions(states)
         training = set(self.pending.values())
         proposals = [*self.top_ups(states), *(p for state in states for p in state.proposals)]
-        proposal = next((p for p in proposals if p not in training), None)
-        if proposal is None:
-            if self.pending:  # their results decide what comes next
-                return None
-            self.finished = True
-            return Searcher.FINISHED
-        self.pending[trial_id] = proposal
-        self.handed_out += 1
-        config_id, seed = proposal
-        return {"payload": trial_payload(self.plan, self.configs[config_id], seed)}
+        for config_id, seed in (p for p in proposals if p not in training):
+            payload = self.hand_out(trial_id, config_id, seed)
+            if payload is not None:
+                self.handed_out += 1
+                return {"payload": payload}
+        if self.pending or self.pending_selection:  # their results decide what comes next
+            return None
+        self.finished = True
+        return Searcher.FINISHED
+
+    def hand_out(self, trial_id: str, config_id: str, seed: int) -> dict | None:
+        """The payload of the trial that proposal (config_id, seed) needs now: the pair itself (untuned); with a
+        learning-rate search, the pair as a verdict seed at the config's chosen rate once its selection runs are
+        all recorded, else one of its selection runs not recorded nor training (None: all are training)."""
+        config = self.configs[config_id]
+        lr = self.chosen_rate(config_id) if self.tune is not None else None
+        if self.tune is None or lr is not None:
+            self.pending[trial_id] = (config_id, seed)
+            planned = config if lr is None else at_rate(self.plan, config, lr, VERDICT)
+            return trial_payload(self.plan, planned, seed)
+        training = {(lr, s) for c, lr, s in self.pending_selection.values() if c == config_id}
+        done = self.selection.get(config_id, {})
+        missing = [run for run in self.selection_runs() if run not in done and run not in training]
+        if not missing:
+            return None
+        lr, selection_seed = missing[0]
+        self.pending_selection[trial_id] = (config_id, lr, selection_seed)
+        return trial_payload(self.plan, at_rate(self.plan, config, lr, SELECTION), selection_seed)
+
+    def selection_runs(self) -> list[tuple[float, int]]:
+        """Every (rate, selection seed) a config trains at to choose its rate."""
+        return [(lr, seed) for lr in self.tune.rates() for seed in self.tune.selection_seeds]
+
+    def chosen_rate(self, config_id: str) -> float | None:
+        """The config's rate, chosen by ``tune_choice``'s rule once every selection run of it is recorded."""
+        done = self.selection.get(config_id, {})
+        if any(run not in done for run in self.selection_runs()):
+            return None
+        outcomes = {lr: [done[(lr, seed)] for seed in self.tune.selection_seeds] for lr in self.tune.rates()}
+        return choose_rate(outcomes, self.plan.space.metric.mode)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        score = None if error else result_score(result, self.plan.space.metric.name)
+        selection = self.pending_selection.pop(trial_id, None)
+        if selection is not None:
+            config_id, lr, seed = selection
+            self.selection.setdefault(config_id, {})[(lr, seed)] = score
+            self.selection_trained += 1
+            return
         pair = self.pending.pop(trial_id, None)
         if pair is None:
             return
-        score = None if error else result_score(result, self.plan.space.metric.name)
         self.observed.append(Observation(pair[0], pair[1], score))
 
     def save(self, checkpoint_path: str) -> None:
@@ -211,7 +279,7 @@ class EdgeSearch(Searcher):
     def summary(self) -> EdgeSummary:
         states = self.assess()
         self.say_contradictions(states)
-        settled = all(state.finished for state in states) and not self.pending
+        settled = all(state.finished for state in states) and not self.pending and not self.pending_selection
         self.capped = self.capped or (self.cap is not None and self.handed_out >= self.cap and not settled)
         return EdgeSummary(
             states,
@@ -221,6 +289,22 @@ class EdgeSearch(Searcher):
             settled,
             self.capped,
             list(self.said),
+            self.tuning_line(),
+        )
+
+    def tuning_line(self) -> str | None:
+        """A tuned search's selection runs and chosen rates in one line (None: no learning-rate search)."""
+        if self.tune is None:
+            return None
+        chosen = [self.chosen_rate(c) for c in self.configs]
+        rates = sorted({lr for lr in chosen if lr is not None})
+        runs = plural(self.selection_recorded + self.selection_trained, "selection run")
+        return (
+            f"learning rate tuned per config: {runs} ({self.selection_recorded} recorded before this run, "
+            f"{self.selection_trained} by it); a rate chosen for "
+            f"{sum(lr is not None for lr in chosen)} of {plural(len(chosen), 'config')}"
+            + (f" ({', '.join(f'{lr:g}' for lr in rates)} among them)" if rates else "")
+            + "; the verdicts above are on verdict seeds at each config's chosen rate"
         )
 
 
@@ -236,6 +320,7 @@ class EdgeSummary:
     finished: bool
     capped: bool
     contradictions: list[str]
+    tuning: str | None = None  # a tuned search's selection runs and chosen rates (EdgeSearch.tuning_line)
 
     def counts(self) -> dict[str, int]:
         """Configs by what is known of them: measured holds/breaks (the baseline counted as a hold), implied
@@ -285,6 +370,8 @@ class EdgeSummary:
         else:
             lines.append("no contradiction of the monotone assumption (a deeper config that breaks where a "
                          "shallower one holds)")  # fmt: skip
+        if self.tuning:
+            lines.append(self.tuning)
         if self.capped:
             lines.append("stopped at the trial cap (--trials N, or the search's max_trials): a later `sweep run` "
                          "with a larger one continues")  # fmt: skip

@@ -34,6 +34,7 @@ from sweep.run.edge import EdgeRecord, EdgeSearch, EdgeSummary, edge_record, mos
 from sweep.run.progress import ProgressLine
 from sweep.run.rerun import SearchRecord, search_record
 from sweep.run.search import ResumedSearch, StudySummary, make_searcher
+from sweep.run.tuned_search import TunedRecord, TunedSearch, runs_per_config, tuned_search_record
 from sweep.space import validation
 from sweep.space.model import REPORTED_METRICS, Resources
 from workers.data.registry import load_arrays
@@ -66,6 +67,7 @@ class SweepOutcome:
     study: StudySummary | None = None  # an Optuna search's study and what it did
     device_hours: DeviceHoursSummary | None = None  # --max-gpu-hours: what was spent and what was not started
     edge: EdgeSummary | None = None  # an edge search's verdicts, edges and contradictions at the end
+    tuning: str | None = None  # a tuned Optuna search's selection and verdict runs, in one line
 
 
 # --- the trial, as Tune runs it ---------------------------------------------------------------------------
@@ -363,7 +365,7 @@ def run_sweep(
     progress: bool = True,
     extra_callbacks: list | None = None,
     reuse_actors: bool = True,
-    record: SearchRecord | EdgeRecord | None = None,
+    record: SearchRecord | EdgeRecord | TunedRecord | None = None,
     trials: int | None = None,
     verbose: bool = False,
     max_gpu_hours: float | None = None,
@@ -388,7 +390,8 @@ def run_sweep(
     kind = plan.space.search.kind
     grid = kind == "grid"
     if kind == "optuna":
-        record = record if record is not None else search_record(results_dir, plan)
+        read = tuned_search_record if plan.space.tune is not None else search_record
+        record = record if record is not None else read(results_dir, plan)
         trials = trials if trials is not None else record.remaining(plan.space.search.num_trials)
     elif kind == "edge":
         record = record if record is not None else edge_record(results_dir, plan)
@@ -404,8 +407,7 @@ def run_sweep(
     resources, parameters = trial_resources(plan.space.resources)
     trainable = tune.with_resources(tune.with_parameters(tune_trial, arrays=arrays, **parameters), resources)
     data_parallel = "workers" in parameters
-    searcher = None if grid else make_searcher(plan, record) if kind == "optuna" else EdgeSearch(plan, record, trials)
-    total = len(plan.trials()) if grid else trials if trials is not None else most_trials(plan, record)
+    searcher, total = make_search(plan, record, trials)
     sink = ParquetSink(results_dir, sweep_id)
     limiter = (
         None if max_gpu_hours is None else device_hours_limiter(plan, results_dir, sink, searcher, max_gpu_hours, total)
@@ -428,11 +430,26 @@ def run_sweep(
             raise SweepInterrupted(len(sink.written)) from None
     statuses = count_statuses(sink.written)
     # Tune drives the searcher it was given, in this process
-    study = searcher.summary() if isinstance(searcher, ResumedSearch) else None
+    study = searcher.summary() if isinstance(searcher, (ResumedSearch, TunedSearch)) else None
+    tuning = searcher.tuning_line() if isinstance(searcher, TunedSearch) else None
     edge = searcher.summary() if isinstance(searcher, EdgeSearch) else None
     spent = limiter.summary() if limiter else None
     wall_s = time.monotonic() - started
-    return SweepOutcome(sweep_id, len(sink.written), statuses, wall_s, results_dir, study, spent, edge)
+    return SweepOutcome(sweep_id, len(sink.written), statuses, wall_s, results_dir, study, spent, edge, tuning)
+
+
+def make_search(plan: Plan, record, trials: int | None) -> tuple:
+    """The run's searcher (None: a grid) and how many trials Tune may start: a grid's trials, an Optuna search's
+    ``trials``, an edge search's cap (else the most it can hand out); an Optuna search with ``tune:`` counts
+    ``trials`` in configs, each its selection and verdict runs (sweep/run/tuned_search.py)."""
+    kind = plan.space.search.kind
+    if kind == "grid":
+        return None, len(plan.trials())
+    if kind == "edge":
+        return EdgeSearch(plan, record, trials), trials if trials is not None else most_trials(plan, record)
+    if isinstance(record, TunedRecord):
+        return TunedSearch(make_searcher(plan, record.search), plan, record, trials), trials * runs_per_config(plan)
+    return make_searcher(plan, record), trials
 
 
 class Interruption(tune.Callback):

@@ -11,11 +11,13 @@ without selecting again.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.analysis.sql import connect
 from sweep.plan.plan import Missing, Plan
-from sweep.plan.tuning import selection_pairs, verdict_pairs
+from sweep.plan.tuning import at_rate, selection_pairs, verdict_pairs
+from sweep.questions.tuning import SELECTION, VERDICT
 from sweep.run import rerun  # looked up at each call, as the resume checks are (tests patch them there)
 
 
@@ -52,3 +54,29 @@ def missing_verdicts(plan: Plan, results_dir: Path) -> tuple[list[Missing], int]
     chosen = chosen_rates(plan, results_dir)
     missing = missing_of(verdict_pairs(plan, chosen), rerun.recorded_pairs(results_dir, plan.space_name))
     return missing, len(plan.configs) - len(chosen)
+
+
+# --- what a search that tunes as it goes (edge, Optuna) reads of the record ------------------------------
+
+
+@dataclass(frozen=True)
+class SelectionRun:
+    """A recorded selection run of a tuned edge or Optuna search: the plan's config id (its rows'
+    ``recipe_config_id``), the rate, the selection seed, and its headline score (None: it failed)."""
+
+    config_id: str
+    lr: float
+    seed: int
+    score: float | None
+
+
+def tuned_ids(plan: Plan) -> tuple[dict[str, tuple[str, float]], dict[str, str]]:
+    """A tuned plan's selection ids (→ the plan's config id and the rate) and verdict ids at every rate of its
+    protocol (→ the plan's config id): the rows a tuned edge or Optuna search reads (a verdict row of another protocol,
+    other rates or selection seeds, has another id and is not its)."""
+    selection, verdict = {}, {}
+    for config in plan.configs:
+        for lr in plan.space.tune.rates():
+            selection[at_rate(plan, config, lr, SELECTION).config_id] = (config.config_id, lr)
+            verdict[at_rate(plan, config, lr, VERDICT).config_id] = config.config_id
+    return selection, verdict

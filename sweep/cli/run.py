@@ -348,6 +348,14 @@ def tuned_verdict_configs(plan: Plan, configs: list, results) -> list:
     return [c for c, _ in verdict_pairs(plan_of_one, chosen) if c.label("recipe_config_id") in wanted]
 
 
+def tuned_verdict_plan(plan: Plan, results) -> Plan:
+    """``plan`` with each config at the rate its recorded selection runs chose, as its verdict seeds train
+    (``tuned_verdict_configs``): what ``--select inconclusive`` judges and adds seeds to in a ``tune:`` space,
+    never selecting again; a config without every selection run recorded is left out (said)."""
+    configs = tuned_verdict_configs(plan, plan.configs, results)
+    return dataclasses.replace(plan, configs=configs, pairs=None)
+
+
 def lock_unless_dry_run(args, space: str):
     """The space's sweep lock for a rerun that runs; none for ``--dry-run``, which only reads: it writes nothing (no
     lock file, no folder), so it works on a read-only results folder and beside a sweep that holds the lock."""
@@ -381,9 +389,16 @@ def rerun_inconclusive(args, check_data) -> int:
         raise UsageError(f"--select {args.select} chooses the seeds itself; drop --seeds or --trials and give "
                          "--budget N")  # fmt: skip
     plan = load_plan(args, check_data)
-    if plan.space.tune is not None:
-        raise UsageError(f"--select {args.select} does not yet follow a `tune:` space's chosen rates; add verdict "
-                         "seeds at them with `sweep rerun SPACE --seeds N`")  # fmt: skip
+    if plan.space.tune is not None and args.select == "expectations":
+        raise UsageError("--select expectations does not yet follow a `tune:` space's chosen rates; add verdict "
+                         "seeds at them with `sweep rerun SPACE --select inconclusive --budget N` or "
+                         "`--seeds N`")  # fmt: skip
+    if plan.space.tune is not None:  # its configs at their recorded chosen rates, as verdict seeds train
+        plan = tuned_verdict_plan(plan, args.results)
+        if not any(config.is_baseline for config in plan.configs):
+            print(f"[rerun] {plan.space_name}: no baseline with every selection run recorded, so no verdict to "
+                  "settle; `sweep run` selects its rate first", file=sys.stderr)  # fmt: skip
+            return 0
     rule = adaptive_rule(args.select, args.max_seeds)
     prefix = f"[rerun] {plan.space_name}: selection {args.select!r}"
     cap = "" if args.max_seeds is None else f", at most {plural(args.max_seeds, 'seed')} a config"

@@ -39,6 +39,7 @@ class StandIn:
         self.trained: list[tuple[str, int, str, float]] = []
         self.stop_after: int | None = None
         self.device_s = 10.0
+        self.score = planted_score  # (heads, lr, seed) → the trial's score
 
     def __call__(self, plan, results_dir, space_ref, **options):
         for index, payload in enumerate(plan.trials()):
@@ -55,7 +56,7 @@ class StandIn:
         row = {**shape, **{k: payload[k] for k in ("space", "config_id", "seed", "is_baseline", "metric",
                "metric_mode", "tune_phase", "tune_lr", "recipe_config_id", "profile")},
                "trial_id": f"{payload['config_id']}-{payload['seed']}", "status": "ok", "device_s": self.device_s,
-               "score": planted_score(shape["num_heads"], lr, payload["seed"])}  # fmt: skip
+               "score": self.score(shape["num_heads"], lr, payload["seed"])}  # fmt: skip
         self.trained.append((payload["config_id"], payload["seed"], payload["tune_phase"], lr))
         path = results_dir / "trials" / payload["space"] / "s" / f"{row['trial_id']}.parquet"
         write_atomic(table_from_rows("trials", [row]), path)
@@ -117,3 +118,33 @@ def test_sweep_rerun_adds_verdict_seeds_at_the_chosen_rate_without_selecting_aga
     )
     configs = query(results, "SELECT num_heads, tune_lr, n_seeds FROM configs ORDER BY num_heads")
     assert [tuple(r.values()) for r in configs] == [(2, 1e-2, 5), (4, 1e-3, 5)]
+
+
+@pytest.mark.slow  # a sweep and an adaptive round, each reading the analysis views (about 40 s on 2 loaded cores)
+def test_sweep_rerun_select_inconclusive_adds_verdict_seeds_at_the_chosen_rate(tmp_path, stand_in, capsys):
+    """The 2-head config's verdict seeds swing ±15 points (95 on average against the baseline's 90): inconclusive at
+    3 seeds. ``--select inconclusive`` adds verdict seeds to it (and the baseline) at each one's recorded rate."""
+
+    def swinging(heads: int, lr: float, seed: int) -> float:
+        swing = 15.0 * (1 if seed % 2 == 0 else -1) if heads == 2 and seed < 1000 else 0.0
+        return planted_score(heads, lr, seed) + swing
+
+    stand_in.score = swinging
+    path = tmp_path / "tuned.yaml"
+    path.write_text(textwrap.dedent(SPACE))
+    results = tmp_path / "results"
+    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0
+    verdicts = query(results, "SELECT num_heads, verdict FROM tuned_verdicts WHERE NOT is_baseline")
+    assert [(r["num_heads"], r["verdict"]) for r in verdicts] == [(2, "inconclusive")], verdicts
+    before = len(stand_in.trained)
+    command = ["rerun", str(path), "--select", "inconclusive", "--budget", "2", "--results", str(results), "--quiet"]
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    added = stand_in.trained[before:]
+    assert 1 <= len(added) <= 2 and "1 open verdict" in err, err
+    assert {phase for _, _, phase, _ in added} == {"verdict"}  # never selecting again
+    heads_of = {
+        r["config_id"]: r["num_heads"] for r in query(results, "SELECT DISTINCT config_id, num_heads FROM trials")
+    }
+    assert all(lr == BEST[heads_of[config_id]] and seed >= 3 for config_id, seed, _, lr in added), added
+    assert any(heads_of[config_id] == 2 for config_id, *_ in added)

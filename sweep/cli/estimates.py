@@ -110,13 +110,22 @@ def estimate_totals(plan: Plan, rows: list[dict], settings: dict) -> dict:
 
 
 def tuned_hours(plan: Plan, rows: list[dict]) -> float | None:
-    """A ``tune:`` space's GPU-hours with its learning-rate search: per config, its rates × selection seeds plus its
-    verdict seeds, each at the config's training time (the rate changes no step's cost); None for an untuned space."""
+    """A ``tune:`` space's GPU-hours with its learning-rate search: per config trained, its rates × selection seeds
+    plus its verdict trials, each at the config's training time (the rate changes no step's cost); None for an
+    untuned space. The configs trained and their verdict trials: a grid's, every config at its seeds; an edge
+    search's typical case (``trial_counts``; each config it trains is tuned first); an Optuna search's, num_trials
+    configs at the space's seeds, each config counting num_trials ÷ configs of them (as ``trial_counts``)."""
     tune = plan.space.tune
     if tune is None:
         return None
-    per_config = len(tune.rates()) * len(tune.selection_seeds) + len(plan.seeds)
-    return sum(per_config * r["est_train_s"] for r in rows) / 3600
+    selection = len(tune.rates()) * len(tune.selection_seeds)
+    search = plan.space.search
+    if search.kind == "edge":
+        runs = {config_id: count + selection for config_id, count in trial_counts(plan).items()}
+    else:
+        share = min(1.0, search.num_trials / len(plan.configs)) if search.kind == "optuna" else 1.0
+        runs = {c.config_id: share * (selection + len(plan.seeds)) for c in plan.configs}
+    return sum(runs.get(r["config_id"], 0) * r["est_train_s"] for r in rows) / 3600
 
 
 def print_not_fitting(plan: Plan, rows: list[dict], totals: dict) -> None:

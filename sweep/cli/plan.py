@@ -267,9 +267,13 @@ def edge_expectation(plan: Plan, train_s: dict | None) -> dict:
     defines them): trials, waves and device-hours (None without ``--gpu``), as ``sweep plan``'s JSON carries them."""
     from sweep.analysis.edge_lattice import expected
 
+    tune = plan.space.tune
+    selection = len(tune.rates()) * len(tune.selection_seeds) if tune is not None else 0
     return {
         case: {"trials": cost.total, "waves": cost.waves,
-               "gpu_hours": cost.device_s / 3600 if cost.device_s is not None else None}
+               "gpu_hours": cost.device_s / 3600 if cost.device_s is not None else None,
+               # with `tune:`, every config trained first runs its selection runs (sweep/run/edge.py)
+               **({"tuned_trials": cost.total + selection * len(cost.trials)} if tune is not None else {})}
         for case, cost in expected(plan, train_s).items()
     }  # fmt: skip
 
@@ -287,6 +291,13 @@ def edge_plan_lines(plan: Plan, train_s: dict | None) -> list[str]:
         share = f" ({case['trials'] / grid['trials']:.0%} of the grid's trials)" if case is not grid else ""
         return f"{plural(case['trials'], 'trial')} in {plural(case['waves'], 'wave')}{hours}{share}"
 
+    tuned = []
+    if plan.space.tune is not None:
+        tune = plan.space.tune
+        tuned = [f"  learning rate tuned: each config it trains first runs its {len(tune.rates())} rates × "
+                 f"{plural(len(tune.selection_seeds), 'selection seed')}: typical {cases['typical']['tuned_trials']} "
+                 f"trials, worst {cases['worst']['tuned_trials']}, the tuned full grid at 3 seeds "
+                 f"{grid['tuned_trials']} (selection runs included)"]  # fmt: skip
     return [
         f"edge search over these {plural(len(plan.configs), 'config')}: {search.min_seeds} to {search.max_seeds} "
         f"seeds a config, {search.baseline_seeds} for the baseline, alpha {search.alpha:g}"
@@ -295,6 +306,7 @@ def edge_plan_lines(plan: Plan, train_s: dict | None) -> list[str]:
         "  typical: a noise-free lattice whose edge sits mid-column, every config settling at min_seeds; worst: "
         "every config not implied by the baseline measured to max_seeds; a wave: the trials proposed together "
         "(all at once given enough devices)" + ("" if train_s else "; GPU-hours with --gpu NAME"),
+        *tuned,
     ]
 
 

@@ -56,6 +56,31 @@ def test_the_rule_is_the_views_fewest_failures_then_best_mean_then_smaller_rate(
     assert choose_rate({1e-3: [None], 1e-2: [None]}, "max") == 1e-3
 
 
+def test_sweep_plan_counts_each_trained_configs_selection_runs(tmp_path, capsys):
+    """The typical and worst cases and the full grid at 3 seeds, each with 2 selection runs (2 rates × 1 seed) for
+    every config it trains; the tuned GPU-hours are the typical case's trials plus those runs, at each config's
+    estimated time."""
+    import json
+
+    from sweep.analysis.edge_lattice import expected
+
+    path = tmp_path / "tuned_edge.yaml"
+    path.write_text(TUNED)
+    assert main(["plan", str(path), "--gpu", "h100", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cases = expected(make_plan(*load_space(str(path))))
+    for case in ("typical", "worst", "grid"):
+        assert out["edge_search"][case]["tuned_trials"] == cases[case].total + 2 * len(cases[case].trials)
+    train_s = {r["config_id"]: r["est_train_s"] for r in out["trials"]}
+    typical = cases["typical"].trials
+    wanted_s = sum((count + 2) * train_s[config_id] for config_id, count in typical.items())
+    assert out["estimate"]["tuned_gpu_hours"] == pytest.approx(wanted_s / 3600)
+    assert main(["plan", str(path)]) == 0
+    assert "learning rate tuned: each config it trains first runs its 2 rates × 1 selection seed: typical 23 " in (
+        capsys.readouterr().out
+    )
+
+
 @pytest.mark.slow
 def test_an_interrupted_tuned_edge_search_selects_then_judges_each_config_it_starts_and_repeats_nothing(
     tmp_path, planted, monkeypatch, capsys

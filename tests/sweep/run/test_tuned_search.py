@@ -59,6 +59,20 @@ def test_the_objective_is_the_mean_over_the_verdict_seeds_that_finished():
     assert mean_values([(80.0,), None]) == (80.0,) and mean_values([None, None]) is None
 
 
+def test_sweep_plan_prices_num_trials_configs_each_with_its_selection_and_verdict_runs(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "tuned_optuna.yaml"
+    path.write_text(SPACE)
+    assert main(["plan", str(path), "--gpu", "h100", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # 3 of the 4 configs, each 2 rates × 1 selection seed + 2 verdict seeds: 3/4 × 4 runs of every config's time
+    wanted_s = sum(3 / 4 * (2 + 2) * r["est_train_s"] for r in out["trials"])
+    assert out["estimate"]["tuned_gpu_hours"] == pytest.approx(wanted_s / 3600)
+    assert main(["plan", str(path)]) == 0
+    assert "(2 selection runs a config), for each config the optuna search trains" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_each_proposed_shape_is_tuned_and_optuna_is_told_its_verdict_mean(tmp_path, planted, monkeypatch, capsys):
     path = tmp_path / "tuned_optuna.yaml"

@@ -18,7 +18,7 @@ hands Tune one (config, seed) at a time, never one that is recorded or training.
 - Each contradiction of the monotone assumption is printed once, when it is first found.
 - With a learning-rate search (``tune:``, ``sweep/questions/tuning.py``): a config the search proposes first runs its
   selection runs (every rate × every selection seed, each a suggestion of its own, handed out together), and once
-  they are all recorded its proposed seeds run as verdict seeds at the rate they chose (``choose_rate``, the rule of
+  they are all recorded its proposed seeds run as verdict seeds at the rate they chose (``RateBook``, the rule of
   view ``tune_choice``), so a config's verdicts start as soon as its own selection ends, not after every config's.
   The baseline is tuned the same way. The search's core sees only verdict rows, keyed by the plan's config id
   (each tuned row's ``recipe_config_id``), as the edge views do; selection runs are never its observations. The
@@ -39,9 +39,9 @@ from sweep.analysis.edge import BREAKS, HOLDS, INCONCLUSIVE, Observation, assess
 from sweep.analysis.edge_lattice import configs_by_id, edge_settings, lattices
 from sweep.analysis.sql import connect_lazily
 from sweep.plan.plan import Plan, trial_payload
-from sweep.plan.tuning import at_rate, choose_rate
+from sweep.plan.tuning import at_rate
 from sweep.questions.tuning import SELECTION, VERDICT
-from sweep.run.tuning import SelectionRun, tuned_ids
+from sweep.run.tuning import RateBook, SelectionRun, tuned_ids
 from sweep.text import plural
 from workers.metrics import score_of
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
@@ -150,9 +150,7 @@ class EdgeSearch(Searcher):
         self.finished = self.capped = False
         self.stream = stream
         self.tune = plan.space.tune  # None: no learning-rate search
-        self.selection: dict[str, dict[tuple[float, int], float | None]] = {}  # config_id → (lr, seed) → score
-        for run in record.selection:
-            self.selection.setdefault(run.config_id, {})[(run.lr, run.seed)] = run.score
+        self.book = RateBook(plan, record.selection) if self.tune is not None else None  # selection runs, rates
         self.selection_recorded, self.selection_trained = len(record.selection), 0
         self.pending_selection: dict[str, tuple[str, float, int]] = {}  # Tune trial id → (config_id, lr, seed)
 
@@ -223,38 +221,25 @@ class EdgeSearch(Searcher):
         learning-rate search, the pair as a verdict seed at the config's chosen rate once its selection runs are
         all recorded, else one of its selection runs not recorded nor training (None: all are training)."""
         config = self.configs[config_id]
-        lr = self.chosen_rate(config_id) if self.tune is not None else None
+        lr = self.book.chosen(config_id) if self.tune is not None else None
         if self.tune is None or lr is not None:
             self.pending[trial_id] = (config_id, seed)
             planned = config if lr is None else at_rate(self.plan, config, lr, VERDICT)
             return trial_payload(self.plan, planned, seed)
         training = {(lr, s) for c, lr, s in self.pending_selection.values() if c == config_id}
-        done = self.selection.get(config_id, {})
-        missing = [run for run in self.selection_runs() if run not in done and run not in training]
+        missing = [run for run in self.book.missing(config_id) if run not in training]
         if not missing:
             return None
         lr, selection_seed = missing[0]
         self.pending_selection[trial_id] = (config_id, lr, selection_seed)
         return trial_payload(self.plan, at_rate(self.plan, config, lr, SELECTION), selection_seed)
 
-    def selection_runs(self) -> list[tuple[float, int]]:
-        """Every (rate, selection seed) a config trains at to choose its rate."""
-        return [(lr, seed) for lr in self.tune.rates() for seed in self.tune.selection_seeds]
-
-    def chosen_rate(self, config_id: str) -> float | None:
-        """The config's rate, chosen by ``tune_choice``'s rule once every selection run of it is recorded."""
-        done = self.selection.get(config_id, {})
-        if any(run not in done for run in self.selection_runs()):
-            return None
-        outcomes = {lr: [done[(lr, seed)] for seed in self.tune.selection_seeds] for lr in self.tune.rates()}
-        return choose_rate(outcomes, self.plan.space.metric.mode)
-
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         score = None if error else result_score(result, self.plan.space.metric.name)
         selection = self.pending_selection.pop(trial_id, None)
         if selection is not None:
             config_id, lr, seed = selection
-            self.selection.setdefault(config_id, {})[(lr, seed)] = score
+            self.book.add(config_id, lr, seed, score)
             self.selection_trained += 1
             return
         pair = self.pending.pop(trial_id, None)
@@ -296,7 +281,7 @@ class EdgeSearch(Searcher):
         """A tuned search's selection runs and chosen rates in one line (None: no learning-rate search)."""
         if self.tune is None:
             return None
-        chosen = [self.chosen_rate(c) for c in self.configs]
+        chosen = [self.book.chosen(c) for c in self.configs]
         rates = sorted({lr for lr in chosen if lr is not None})
         runs = plural(self.selection_recorded + self.selection_trained, "selection run")
         return (

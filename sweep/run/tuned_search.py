@@ -25,10 +25,10 @@ from ray.tune.search import Searcher
 
 from sweep.analysis.sql import connect_lazily
 from sweep.plan.plan import Plan, trial_payload
-from sweep.plan.tuning import at_rate, choose_rate
+from sweep.plan.tuning import at_rate
 from sweep.questions.tuning import SELECTION, VERDICT
 from sweep.run.rerun import Outcome, SearchRecord, objective_values
-from sweep.run.tuning import SelectionRun, tuned_ids
+from sweep.run.tuning import RateBook, SelectionRun, tuned_ids
 from workers.metrics import score_of
 from workers.vocabulary import RECORDED_STATUSES, TrialStatus
 
@@ -104,36 +104,6 @@ def mean_values(runs: list[tuple[float, ...] | None]) -> tuple[float, ...] | Non
     if not finished:
         return None
     return tuple(sum(values) / len(finished) for values in zip(*finished, strict=True))
-
-
-class RateBook:
-    """Each config's selection runs as a search sees them (recorded, then finished in the run), and its rate once
-    every one is in."""
-
-    def __init__(self, plan: Plan, runs: list[SelectionRun]):
-        self.tune, self.mode = plan.space.tune, plan.space.metric.mode
-        self.runs: dict[str, dict[tuple[float, int], float | None]] = {}
-        for run in runs:
-            self.add(run.config_id, run.lr, run.seed, run.score)
-
-    def add(self, config_id: str, lr: float, seed: int, score: float | None) -> None:
-        self.runs.setdefault(config_id, {})[(lr, seed)] = score
-
-    def wanted(self) -> list[tuple[float, int]]:
-        """Every (rate, selection seed) a config trains at to choose its rate."""
-        return [(lr, seed) for lr in self.tune.rates() for seed in self.tune.selection_seeds]
-
-    def missing(self, config_id: str) -> list[tuple[float, int]]:
-        done = self.runs.get(config_id, {})
-        return [run for run in self.wanted() if run not in done]
-
-    def chosen(self, config_id: str) -> float | None:
-        """The config's rate by ``tune_choice``'s rule, once all its selection runs are in (else None)."""
-        if self.missing(config_id):
-            return None
-        done = self.runs[config_id]
-        return choose_rate({lr: [done[(lr, s)] for s in self.tune.selection_seeds] for lr in self.tune.rates()},
-                           self.mode)  # fmt: skip
 
 
 class TunedSearch(Searcher):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sweep.analysis.sql import connect
 from sweep.plan.plan import Missing, Plan
-from sweep.plan.tuning import at_rate, selection_pairs, verdict_pairs
+from sweep.plan.tuning import at_rate, choose_rate, selection_pairs, verdict_pairs
 from sweep.questions.tuning import SELECTION, VERDICT
 from sweep.run import rerun  # looked up at each call, as the resume checks are (tests patch them there)
 
@@ -80,3 +80,35 @@ def tuned_ids(plan: Plan) -> tuple[dict[str, tuple[str, float]], dict[str, str]]
             selection[at_rate(plan, config, lr, SELECTION).config_id] = (config.config_id, lr)
             verdict[at_rate(plan, config, lr, VERDICT).config_id] = config.config_id
     return selection, verdict
+
+
+class RateBook:
+    """Each config's selection runs as a search sees them (recorded, then finished in the run), and its rate once
+    every one is in."""
+
+    def __init__(self, plan: Plan, runs: list[SelectionRun]):
+        self.tune, self.mode = plan.space.tune, plan.space.metric.mode
+        self.runs: dict[str, dict[tuple[float, int], float | None]] = {}
+        for run in runs:
+            self.add(run.config_id, run.lr, run.seed, run.score)
+
+    def add(self, config_id: str, lr: float, seed: int, score: float | None) -> None:
+        """One finished selection run (``score`` None: it failed)."""
+        self.runs.setdefault(config_id, {})[(lr, seed)] = score
+
+    def wanted(self) -> list[tuple[float, int]]:
+        """Every (rate, selection seed) a config trains at to choose its rate."""
+        return [(lr, seed) for lr in self.tune.rates() for seed in self.tune.selection_seeds]
+
+    def missing(self, config_id: str) -> list[tuple[float, int]]:
+        """The config's (rate, selection seed) runs not in yet, in order."""
+        done = self.runs.get(config_id, {})
+        return [run for run in self.wanted() if run not in done]
+
+    def chosen(self, config_id: str) -> float | None:
+        """The config's rate by ``tune_choice``'s rule, once all its selection runs are in (else None)."""
+        if self.missing(config_id):
+            return None
+        done = self.runs[config_id]
+        return choose_rate({lr: [done[(lr, s)] for s in self.tune.selection_seeds] for lr in self.tune.rates()},
+                           self.mode)  # fmt: skip

@@ -5,13 +5,15 @@ The protocol (fresh verdict seeds; ``docs/analysis.md`` says why not cross-fitti
 
 1. **Selection.** Every config, the baseline included, trains at every rate of ``tune.lr`` with each of
    ``tune.selection_seeds`` (disjoint from the space's ``seeds``): the same rates and the same selection
-   budget for every config. Each such run is a trials row with ``tune_phase = 'selection'``.
+   budget for every config. Each such run is a trials row with ``tune_phase = 'selection'``. (A grid selects
+   every config first; an edge search, each config when it starts it, ``sweep/run/edge.py``; an Optuna search,
+   each shape it proposes, ``sweep/run/tuned_search.py``.)
 2. **Choice.** A config's rate is the one whose selection runs score best on the space's headline metric
    (its eval split; ``choose_on: score``): ranked by failed runs (fewest first), then the mean score over the
    selection seeds (in the metric's direction), then the smaller rate (view ``tune_choice``).
-3. **Verdict.** The space's ``seeds`` then train at the chosen rate (``tune_phase = 'verdict'``); only these
-   rows (and an untuned sweep's) enter ``configs`` and so every verdict: no verdict row comes from a run whose
-   score chose the rate.
+3. **Verdict.** The space's ``seeds`` (an edge search: the seeds it chooses) then train at the chosen rate
+   (``tune_phase = 'verdict'``); only these rows (and an untuned sweep's) enter ``configs`` and so every verdict,
+   the edge search's and Optuna's objective: no verdict row comes from a run whose score chose the rate.
 
 The key that joins a config's tuned, untuned and selection rows is ``recipe_config_id``: the config id the
 shape has at the space's own recipe (its ``train.lr``), which is the untuned sweep's ``config_id``. A selection

@@ -73,6 +73,7 @@ class EdgeSettings:
     baseline_seeds: int = 5
     alpha: float = 0.05
     check_ends: bool = False
+    futility: bool = True
 
     @property
     def looks(self) -> int:
@@ -120,6 +121,8 @@ class CellState:
     gain: float | None
     gain_lo: float | None
     gain_hi: float | None
+    futile: bool = False
+    needs_seeds: int | None = None
 
     @property
     def decided(self) -> str | None:
@@ -205,6 +208,7 @@ def measured_state(
     """A config's measured verdict and interval (no implication yet)."""
     scores, base = tally.finished, baseline.finished
     gain = lo = hi = None
+    stopped = False
     if scores and base:
         gain = s.better * (sum(scores) / len(scores) - sum(base) / len(base))
     if is_baseline:
@@ -221,11 +225,47 @@ def measured_state(
             verdict = HOLDS
         elif hi is not None and hi < -s.tolerance:
             verdict = BREAKS
+        elif tally.n_trials >= s.max_seeds:
+            verdict = INCONCLUSIVE
+        elif lo is not None and s.futility and futile(gain, tally, baseline, sd, df, s):
+            verdict, stopped = INCONCLUSIVE, True
         else:
-            verdict = INCONCLUSIVE if tally.n_trials >= s.max_seeds else OPEN
-    return CellState(
-        cell.config_id, cell.column, cell.depth, verdict, None, None, len(scores), tally.n_trials, gain, lo, hi
-    )
+            verdict = OPEN
+    needs = needs_seeds(gain, sd, df, s) if verdict == INCONCLUSIVE and lo is not None else None
+    return CellState(cell.config_id, cell.column, cell.depth, verdict, None, None, len(scores), tally.n_trials, gain,
+                     lo, hi, stopped, needs)  # fmt: skip
+
+
+def half_width_at_cap(tally: _Tally, baseline: _Tally, sd: float, df: int, s: EdgeSettings) -> float:
+    """The interval's half-width a config would have at its cap, were every trial left to it and to the baseline
+    to finish: n_c' = max_seeds − the config's failed trials, n_b' = n_b + the baseline's trials still to come
+    (baseline_seeds − its trials, if positive), df' = df + (n_c' − n_c) + (n_b' − n_b), the same s_p and level
+    α' = α/L: t_{1−α'/2}(df') · s_p · √(1/n_c' + 1/n_b')."""
+    n_c, n_b = len(tally.finished), len(baseline.finished)
+    n_c_cap = s.max_seeds - (tally.n_trials - n_c)
+    n_b_cap = n_b + max(0, s.baseline_seeds - baseline.n_trials)
+    df_cap = df + (n_c_cap - n_c) + (n_b_cap - n_b)
+    return t_quantile(1 - s.alpha / s.looks / 2, df_cap) * sd * math.sqrt(1 / n_c_cap + 1 / n_b_cap)
+
+
+def futile(gain: float, tally: _Tally, baseline: _Tally, sd: float, df: int, s: EdgeSettings) -> bool:
+    """Futility (``EdgeSettings.futility``): an open config is stopped once even its cap could not give it a verdict
+    if its gain stayed where it is: |gain + tolerance| < :func:`half_width_at_cap`. It only ever stops a config
+    without a verdict, never gives one, so each verdict's error stays ≤ α (the Bonferroni split over the looks
+    holds whichever looks are taken)."""
+    return abs(gain + s.tolerance) < half_width_at_cap(tally, baseline, sd, df, s)
+
+
+def needs_seeds(gain: float, sd: float, df: int, s: EdgeSettings) -> int | None:
+    """About how many seeds a side (config and baseline each) an inconclusive config needs for a verdict, were its
+    gain to stay where it is: N = ⌈2 · (t_{1−α'/2}(df) · s_p / |gain + tolerance|)²⌉, the seeds at which the
+    interval at today's t would clear −tolerance (more looks would raise t a little: an order of magnitude, not a
+    promise). None when the gain sits on the tolerance."""
+    gap = abs(gain + s.tolerance)
+    if gap == 0:
+        return None
+    t = t_quantile(1 - s.alpha / s.looks / 2, df)
+    return math.ceil(2 * (t * sd / gap) ** 2)
 
 
 def _hold_depths(column: list[CellState]) -> list[CellState]:
@@ -245,6 +285,25 @@ def contradiction(column: list[CellState]) -> str | None:
                 f"depth {h.depth} holds ({interval_words(h)}): depth is not monotone here; measuring the whole column"
             )
     return None
+
+
+def state_words(cell: CellState) -> str:
+    """A measured state without a verdict in words, as the ``edge_verdicts`` view's ``edge_state_words`` says it:
+    ``inconclusive (noise: needs ~12 seeds a side; stopped at 2 of 2 trials finished: the cap could not settle
+    it)``, ``inconclusive at the cap (5 of 5 trials finished; noise: needs ~9 seeds a side)``, ``open (1 of 2
+    trials finished)``, ``failed (all 2 trials)``, ``untried``."""
+    noise = ("noise: its gain sits on the tolerance" if cell.needs_seeds is None
+             else f"noise: needs ~{cell.needs_seeds} seeds a side")  # fmt: skip
+    if cell.verdict == UNTRIED:
+        return UNTRIED
+    if cell.verdict == FAILED:
+        return f"failed (all {cell.n_trials} trials)"
+    if cell.verdict == INCONCLUSIVE and cell.futile:
+        return (f"inconclusive ({noise}; stopped at {cell.n_seeds} of {cell.n_trials} trials finished: the cap "
+                "could not settle it)")  # fmt: skip
+    if cell.verdict == INCONCLUSIVE:
+        return f"inconclusive at the cap ({cell.n_seeds} of {cell.n_trials} trials finished; {noise})"
+    return f"open ({cell.n_seeds} of {cell.n_trials} trials finished)"
 
 
 def interval_words(cell: CellState) -> str:

@@ -264,6 +264,39 @@ class Replay:
     state: EdgeState
     trained: set[str]
     observations: list[Observation]
+    end_checked: set[str] = field(default_factory=set)  # configs started by check_ends (implied when started)
+
+
+# What the search's device-seconds went to (:func:`spent_on`), in the order printed.
+PARTS = ["baseline", "first seeds", "to a verdict", "to futility", "to the cap", "check_ends", "other"]
+
+
+def spent_on(lattice: Lattice, result: Replay, settings: EdgeSettings) -> dict[str, float]:
+    """The search's device-seconds by what they bought: the baseline's seeds; each other config's first min_seeds
+    trials ("first seeds"); its later trials, by how the config ended: a measured verdict ("to a verdict"),
+    stopped for futility ("to futility"), inconclusive at max_seeds ("to the cap"), else "other"; and every trial
+    of a config that check_ends started (its verdict was only implied when it was started)."""
+    parts = dict.fromkeys(PARTS, 0.0)
+    count: dict[str, int] = {}
+    for obs in result.observations:
+        k = count[obs.config_id] = count.get(obs.config_id, 0) + 1
+        cell = result.state.cells[obs.config_id]
+        if obs.config_id == lattice.baseline_id:
+            part = "baseline"
+        elif obs.config_id in result.end_checked:
+            part = "check_ends"
+        elif k <= settings.min_seeds:
+            part = "first seeds"
+        elif cell.verdict in (HOLDS, BREAKS):
+            part = "to a verdict"
+        elif cell.futile:
+            part = "to futility"
+        elif cell.verdict == "inconclusive":
+            part = "to the cap"
+        else:
+            part = "other"
+        parts[part] += lattice.cost_s[obs.config_id]
+    return parts
 
 
 def draw_orders(lattice: Lattice, rng: random.Random) -> dict[str, list[float | None]]:
@@ -282,6 +315,7 @@ def replay(lattice: Lattice, settings: EdgeSettings, rng: random.Random, width: 
     taken = dict.fromkeys(orders, 0)
     observations: list[Observation] = []
     spent, waves = 0.0, 0
+    end_checked: set[str] = set()
     limit = 4 * len(lattice.cells) * max(settings.max_seeds, settings.baseline_seeds)
     while True:
         pending: set[tuple[str, int]] = set()
@@ -290,12 +324,16 @@ def replay(lattice: Lattice, settings: EdgeSettings, rng: random.Random, width: 
             proposal = next((p for p in state.proposals if p not in pending), None)
             if proposal is None:
                 break
+            cell = state.cells[proposal[0]]
+            if cell.verdict == "untried" and cell.implied is not None and taken[proposal[0]] == 0:
+                end_checked.add(proposal[0])  # only check_ends starts a config whose verdict is implied
             pending.add(proposal)
         if not pending:
             state = assess(lattice.cells, lattice.baseline_id, settings, observations)
             if not state.finished:
                 raise RuntimeError(f"{lattice.name}: nothing proposed, nothing pending, but not finished")
-            return Replay(spent, len(observations), waves, state, {o.config_id for o in observations}, observations)
+            trained = {o.config_id for o in observations}
+            return Replay(spent, len(observations), waves, state, trained, observations, end_checked)
         for config_id, seed in sorted(pending):
             if taken[config_id] >= len(orders[config_id]):
                 raise RuntimeError(f"{lattice.name}: {config_id} asked for more seeds than its {taken[config_id]}")
@@ -357,6 +395,7 @@ class Outcome:
     trained_share: list[float] = field(default_factory=list)  # configs trained ÷ configs (baseline included)
     baseline_share: list[float] = field(default_factory=list)  # the baseline's device-seconds ÷ the search's
     per_column: dict = field(default_factory=dict)  # column → [reference edge, search's hits, full grid's hits]
+    parts: dict = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))  # Σ over replays, ÷ the grid's device-s
 
     @staticmethod
     def rate(pair: list[int]) -> float:
@@ -374,6 +413,8 @@ def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: i
         rng = random.Random(f"{seed}:{lattice.name}:replay:{r}")
         result = replay(lattice, settings, rng, width)
         out.fraction.append(result.device_s / full_s)
+        for part, spent in spent_on(lattice, result, settings).items():
+            out.parts[part] += spent / full_s
         selection_s = rates * selection_seeds * sum(lattice.cost_s[c] for c in result.trained)
         out.tuned_fraction.append((result.device_s + selection_s) / full_s)
         out.trials.append(result.trials)
@@ -550,8 +591,15 @@ def print_outcome(o: Outcome) -> None:
             f"  {statistics.fmean(o.trials):5.1f}  {fmt_rate(o.found):>15s}  {fmt_rate(o.grid_found):>15s}"
             f"  {len(o.wrong_implied):>3d}")  # fmt: skip
     print(line)
+    print(f"      spent, % of the 3-seed grid's device-seconds: {parts_words(o.parts, len(o.fraction))}")
     for text in sorted(set(o.wrong_implied)):
         print(f"      contradicted ({o.wrong_implied.count(text)}x): {text}")
+
+
+def parts_words(parts: dict, replays: int) -> str:
+    """:func:`spent_on`'s parts, each a mean over ``replays`` as a share of the grid (those above 0 only)."""
+    shown = [f"{part} {total / replays:.1%}" for part, total in parts.items() if total > 0]
+    return ", ".join(shown) or "nothing"
 
 
 def edge_words(edge: tuple | None) -> str:
@@ -590,6 +638,8 @@ def summary(label: str, outcomes: list[Outcome]) -> dict:
           f"full grid's; reference edge found {fmt_rate(found)} (full grid at 3 seeds {fmt_rate(grid)}); "
           f"implied verdicts contradicted {wrong}; contradictions said {said}; configs trained {trained:.0%}, "
           f"{per_config:.1f} trials each; the baseline's share of the search's device-seconds {base:.0%}")  # fmt: skip
+    parts = {part: statistics.fmean(o.parts[part] / len(o.fraction) for o in outcomes) for part in PARTS}
+    print(f"  spent (mean per lattice, % of the 3-seed grid's device-seconds): {parts_words(parts, 1)}")
     return {"fraction": fraction, "tuned": tuned, "found": Outcome.rate(found), "grid": Outcome.rate(grid),
             "wrong": wrong}  # fmt: skip
 

@@ -11,12 +11,17 @@ Definitions (docs/analysis.md says them for users):
   gain ∓ t_{1−α'/2}(df) · s_p · √(1/n_c + 1/n_b) with α' = α / L and L = max_seeds − min_seeds + 1, the number of
   looks a config can have (one per seed count from min_seeds to max_seeds): Bonferroni over the looks, so a
   verdict keeps its error ≤ α however many seeds the config got before it stopped. *holds*: gain_lo ≥ −tolerance;
-  *breaks*: gain_hi < −tolerance; otherwise *open*, or *inconclusive* once the config has max_seeds trials.
+  *breaks*: gain_hi < −tolerance; otherwise *open*, or *inconclusive* once the config has max_seeds trials, or
+  once *futile* (``futility``, on by default): even at its cap the interval would straddle −tolerance if the gain
+  stayed where it is (:func:`futile`); it then says about how many seeds a side would settle it
+  (:func:`needs_seeds`). Futility only stops a config without a verdict, never gives one, so each verdict's error
+  stays ≤ α: the Bonferroni split covers the looks whichever of them are taken.
   A failed seed (no score) counts toward the config's trials but not toward n_c; a config whose first
   min_seeds or more trials all failed is *failed*. The baseline is its own column's measured hold (gain 0).
 - *Monotone along depth* (never along heads: Amsel et al. 2024): in a column, a config that holds implies every
   deeper one holds and one that breaks implies every shallower one breaks. Such a verdict is *implied*, never
-  measured, and names the nearest measured config it comes from. A *contradiction* (a measured break deeper than a
+  measured, and names the nearest measured config it comes from; a trained config whose own mean gain sits on the
+  other side of −tolerance gets none (:func:`leans_against`). A *contradiction* (a measured break deeper than a
   measured hold) stops the column implying anything; every config of it is then measured.
 - Contradictions are found among measured rows: bisection itself only measures between the deepest break and the
   shallowest hold, where none can arise, so they come from rows recorded by earlier sweeps, from verdicts that
@@ -314,8 +319,9 @@ def interval_words(cell: CellState) -> str:
     return f"gain {cell.gain:+.3g} ± {(cell.gain_hi - cell.gain_lo) / 2:.3g}, {cell.n_seeds} seeds"
 
 
-def implied(column: list[CellState]) -> list[CellState]:
-    """The column's cells with implied verdicts filled in (monotone along depth; the column has no contradiction)."""
+def implied(column: list[CellState], tolerance: float) -> list[CellState]:
+    """The column's cells with implied verdicts filled in (monotone along depth; the column has no contradiction),
+    but none for a config whose own seeds lean against it (:func:`leans_against`)."""
     holds = _hold_depths(column)
     breaks = [c for c in column if c.verdict == BREAKS]
     out = []
@@ -325,15 +331,25 @@ def implied(column: list[CellState]) -> list[CellState]:
             continue
         below = [h for h in holds if h.depth < cell.depth]
         above = [b for b in breaks if b.depth > cell.depth]
-        if below:
+        if below and not leans_against(cell, HOLDS, tolerance):
             source = max(below, key=lambda c: c.depth)
             out.append(_with_implied(cell, HOLDS, source.config_id))
-        elif above:
+        elif above and not below and not leans_against(cell, BREAKS, tolerance):
             source = min(above, key=lambda c: c.depth)
             out.append(_with_implied(cell, BREAKS, source.config_id))
         else:
             out.append(cell)
     return out
+
+
+def leans_against(cell: CellState, verdict: str, tolerance: float) -> bool:
+    """Whether a trained config's own seeds lean against the verdict the monotone assumption would imply: its
+    mean gain sits on the other side of −tolerance (below it for an implied hold, at or above it for an implied
+    break). Such a config gets no implied verdict: the assumption is not borrowed against the config's own
+    measurement (it keeps its measured state, and is measured on while open)."""
+    if cell.gain is None:
+        return False
+    return cell.gain < -tolerance if verdict == HOLDS else cell.gain >= -tolerance
 
 
 def _with_implied(cell: CellState, verdict: str, source: str) -> CellState:
@@ -446,7 +462,7 @@ def assess(
     states, edges, lines, starts, extend = {}, [], [], [], []
     for column in columns.values():
         line = contradiction(column)
-        column = column if line else implied(column)
+        column = column if line else implied(column, settings.tolerance)
         lines += [line] if line else []
         edges.append(column_edge(column, line is not None))
         states.update({c.config_id: c for c in column})

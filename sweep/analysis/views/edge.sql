@@ -201,7 +201,9 @@ END;
 --   implied ('holds' | 'breaks' | NULL), implied_from (the config_id it comes from), implied_from_depth: for a
 --             config without a measured holds/breaks (open, inconclusive, failed or untried) in a column without
 --             a contradiction: 'holds' when a shallower config of its column measured holds (the baseline
---             counts), from the nearest such; 'breaks' when a deeper one measured breaks, from the nearest.
+--             counts), from the nearest such; 'breaks' when a deeper one measured breaks, from the nearest;
+--             none for a trained config whose own gain leans against it (below −tolerance for an implied hold,
+--             at or above it for an implied break: edge.py leans_against).
 --             An implied verdict is never a measurement: the config keeps its measured verdict beside it.
 --   verdict_words: both in words, e.g. 'holds (measured)', 'holds (implied by depth 4, measured)',
 --             'open (2 seeds); breaks (implied by depth 3, measured)'
@@ -313,8 +315,8 @@ nearest AS (
 implied AS (
     SELECT *,
         CASE WHEN verdict IN ('holds', 'breaks', 'baseline') OR contradiction THEN NULL
-             WHEN hold_below_id IS NOT NULL THEN 'holds'
-             WHEN break_above_id IS NOT NULL THEN 'breaks'
+             WHEN hold_below_id IS NOT NULL THEN CASE WHEN gain IS NULL OR gain >= -tol THEN 'holds' END
+             WHEN break_above_id IS NOT NULL THEN CASE WHEN gain IS NULL OR gain < -tol THEN 'breaks' END
         END AS implied
     FROM nearest
 )

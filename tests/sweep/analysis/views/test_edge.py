@@ -43,6 +43,7 @@ PLANTED = {
     (5, 2): (89.5, ["ok"] * 4),  # on the tolerance bound at the cap: inconclusive
     (3, 2): (90.0, ["ok"] * 2),  # 0.5 above the bound, within the cap's half-width (0.62): futile, inconclusive
     (4, 2): (0.0, ["oom"]),  # one trial, failed: fewer than min_seeds trials, so open (not failed)
+    (4, 8): (89.3, ["ok"] * 2),  # below the bound, no verdict: leans against the hold depth 3 implies, so none
 }
 NOISE = 0.3
 
@@ -170,9 +171,11 @@ def imply(cells: dict[str, dict]) -> None:
                 continue
             below = [h for h in holds if h < c["depth"]]
             above = [b for b in breaks if b > c["depth"]]
+            gain = c["gain"]  # a trained config's own gain on the other side of the tolerance: nothing implied
             if below:
-                c["implied"], c["implied_from"] = "holds", config_id(max(below), heads)
-            elif above:
+                if gain is None or gain >= -TOLERANCE:
+                    c["implied"], c["implied_from"] = "holds", config_id(max(below), heads)
+            elif above and (gain is None or gain < -TOLERANCE):
                 c["implied"], c["implied_from"] = "breaks", config_id(min(above), heads)
 
 
@@ -223,6 +226,7 @@ def test_edge_verdicts_match_an_independent_computation(tmp_path, mode):
     assert states["d2h4"] == ("open", None)  # one failed seed of two: n = 1, no interval; nothing implies it
     assert states["d1h8"] == ("failed", "breaks") and got["d1h8"]["implied_from"] == "d2h8"
     assert states["d5h8"] == ("untried", "holds") and got["d5h8"]["implied_from"] == "d3h8"
+    assert states["d4h8"][1] is None and expected["d4h8"]["gain"] < -TOLERANCE < expected["d4h8"]["gain_hi"]
     assert states["d5h2"][0] == "inconclusive" and states["d4h2"] == ("open", None)
     assert states["d3h2"] == ("inconclusive", None) and expected["d3h2"]["futile"]  # stopped at 2 of 4 trials
     needs = expected["d3h2"]["needs_seeds"]
@@ -301,7 +305,7 @@ def test_configs_never_trained_get_no_row_in_the_pareto_throughput_or_kappa_view
     untried = {r["config_id"] for r in query(results, "FROM edge_verdicts WHERE verdict = 'untried'")}
     trained = {row["config_id"] for row in rows}  # an errored trial's config included
     finished = {row["config_id"] for row in rows if row["status"] == "ok"}
-    assert len(untried) == 8 and not untried & trained
+    assert len(untried) == 7 and not untried & trained
     for view in ("configs", "vs_baseline", "pareto", "matched_budget"):
         shown = [r for r in query(results, f"FROM {view}")]
         ids = {r["config_id"] for r in shown} | {r.get("matched_config_id") for r in shown} - {None}

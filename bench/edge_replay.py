@@ -33,18 +33,27 @@ device-seconds (3 × each config's cost, summed) are the denominator of every fr
 
 Printed, per lattice: device-seconds spent ÷ the full grid's at 3 seeds, the share of columns whose reference edge
 the search found (edge search's own measured edge equal to the reference's), the same share for the 3-seed full
-grid, and every implied verdict the reference contradicts (implied holds where the reference breaks, implied
-breaks where it holds). Then summaries for lattices with ≥ 5 depths and smaller, and the goal: on ≥ 5 depths,
-≤ 40% of the device-seconds, the reference edge found at least as often as the full grid finds it, and no
-implied verdict contradicted. Last, the cost with a learning-rate search per config (``tune:``), whose multiplier
-``bench/tuning_cost.py`` measures as (rates × selection seeds + seeds) ÷ seeds of the untuned grid (2.33× at 4
-rates, 1 selection seed, 3 seeds): the edge search tunes only the configs it trains, so its tuned cost is its
-trials plus rates × selection seeds trials of each config it trained.
+grid, and every implied verdict the reference contradicts (implied holds where the reference breaks, implied breaks
+where it holds); then what the device-seconds bought (:func:`spent_on`), as shares of the grid's: the baseline's
+seeds, each other config's first min_seeds trials, its later trials by how it ended (a verdict, futility, the cap),
+and the trials of the configs ``check_ends`` started. Then summaries for lattices with ≥ 5 depths and smaller, and
+the goal: on ≥ 5 depths, ≤ 40% of the device-seconds, the reference edge found at least as often as the full grid
+finds it, and no implied verdict contradicted. Last, the cost with a learning-rate search per config (``tune:``),
+whose multiplier ``bench/tuning_cost.py`` measures as (rates × selection seeds + seeds) ÷ seeds of the untuned grid
+(2.33× at 4 rates, 1 selection seed, 3 seeds): the edge search tunes only the configs it trains, so its tuned cost
+is its trials plus rates × selection seeds trials of each config it trained.
 
-    python bench/edge_replay.py [--seed 0] [--replays 20] [--synthetic 136] [--width 4] [--check-ends]
+    python bench/edge_replay.py [--seed 0] [--replays 20] [--synthetic 136] [--width 4] [--no-check-ends]
+                                [--no-futility] [--min-seeds 2] [--baseline-seeds 5] [--noise S] [--quiet]
     python bench/edge_replay.py --record DIR    # record the grids again (about 55 min on 2 busy cores), then export
 
-Deterministic given ``--seed``; about 10 s on 2 cores.
+The search runs with a space's defaults: ``futility`` and ``check_ends`` on (``--no-futility --no-check-ends`` replays
+it as it was before either). Measured 2026-12-06 (docs/benchmarks.md#the-edge-search-replayed): on lattices with
+≥ 5 depths 81.4% of the grid's device-seconds (119.2% before), the reference edge found in 14% of columns (the
+3-seed grid 4%), no implied verdict contradicted (1 before); the goal's ≤ 40% is not met: 50.6 of those points are
+each trained config's first 2 seeds and 12.0 the baseline's.
+
+Deterministic given ``--seed``; about 15 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -667,7 +676,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-seeds", type=int, default=5)
     parser.add_argument("--baseline-seeds", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--check-ends", action="store_true", help="the search measures each column's implied ends")
+    parser.add_argument(
+        "--check-ends",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the search measures each column's implied ends (default: yes, as a space's search)",
+    )
+    parser.add_argument("--futility", action=argparse.BooleanOptionalAction, default=True,
+                        help="a config stops once even max_seeds could not settle it (default: yes)")  # fmt: skip
     parser.add_argument("--fail-share", type=float, default=0.05, help="planted: share of failed trials")
     parser.add_argument("--noise", type=float, help="planted: this s_p / tolerance instead of the recorded ones'")
     parser.add_argument("--violations", type=float, default=0.15, help="planted: share of non-monotone columns")
@@ -683,7 +699,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings_for(lattice: Lattice, args: argparse.Namespace) -> EdgeSettings:
     return EdgeSettings(lattice.tolerance, lattice.mode, args.min_seeds, args.max_seeds, args.baseline_seeds,
-                        args.alpha, check_ends=args.check_ends)  # fmt: skip
+                        args.alpha, check_ends=args.check_ends, futility=args.futility)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -700,7 +716,8 @@ def main(argv: list[str] | None = None) -> None:
     shapes = shapes_from_spaces() if args.shapes_from_spaces else SHIPPED_SHAPES
     tuning = (args.rates, args.selection_seeds)
     print(f"edge search replay: seed {args.seed}, waves of {args.width}, seeds {args.min_seeds}-{args.max_seeds} "
-          f"a config, baseline {args.baseline_seeds}, alpha {args.alpha}, check_ends {args.check_ends}")  # fmt: skip
+          f"a config, baseline {args.baseline_seeds}, alpha {args.alpha}, check_ends {args.check_ends}, futility "
+          f"{args.futility}")  # fmt: skip
     noise = ", ".join(f"{g.name} {r:.2f}" for g, r in zip(recorded, ratios, strict=False))
     print(f"recorded noise, pooled s_p / tolerance: {noise}")
     header = (f"{'lattice':58s} {'D':>2s} {'cfg':>3s}  {'device-s ÷ grid@3':>18s}  {'trials':>5s}  "

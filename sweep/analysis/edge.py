@@ -69,7 +69,9 @@ class EdgeSettings:
     seeds a config starts with and may reach, the baseline's seeds, and the error rate α of each verdict.
     ``check_ends``: once bisection has bracketed a column's edge, also measure its shallowest and deepest configs
     where their verdicts are only implied, so a column that breaks again at its deepest (too deep to train in the
-    budget: "deeper worst") contradicts the shallower hold instead of being implied to hold."""
+    budget: "deeper worst") contradicts the shallower hold instead of being implied to hold (off here, on by default
+    in a space's ``search:``, sweep/space/model.py). ``futility``: stop a config once even max_seeds could not settle
+    it (:func:`futile`)."""
 
     tolerance: float
     mode: str

@@ -271,12 +271,12 @@ class EdgeSearchSpec(StrictModel):
     (the space's ``seeds:`` is not used)."""
 
     kind: Literal["edge"]
-    min_seeds: int = Field(default=2, ge=2)
+    min_seeds: int = Field(default=2, ge=1)  # 1: a config starts with one seed, judged on the pooled s_p
     max_seeds: int = Field(default=5, ge=2)
     baseline_seeds: int = Field(default=5, ge=2)
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     max_trials: PositiveInt | None = None
-    check_ends: bool = False
+    check_ends: bool = True  # the replay bench: without it an unmeasured "deeper worst" is implied to hold
     futility: bool = True
 
     @model_validator(mode="after")

@@ -43,7 +43,6 @@ PLANTED = {
     (5, 2): (89.5, ["ok"] * 4),  # on the tolerance bound at the cap: inconclusive
     (3, 2): (90.0, ["ok"] * 2),  # 0.5 above the bound, within the cap's half-width (0.62): futile, inconclusive
     (4, 2): (0.0, ["oom"]),  # one trial, failed: fewer than min_seeds trials, so open (not failed)
-    (4, 8): (89.3, ["ok"] * 2),  # below the bound, no verdict: leans against the hold depth 3 implies, so none
 }
 NOISE = 0.3
 
@@ -226,7 +225,6 @@ def test_edge_verdicts_match_an_independent_computation(tmp_path, mode):
     assert states["d2h4"] == ("open", None)  # one failed seed of two: n = 1, no interval; nothing implies it
     assert states["d1h8"] == ("failed", "breaks") and got["d1h8"]["implied_from"] == "d2h8"
     assert states["d5h8"] == ("untried", "holds") and got["d5h8"]["implied_from"] == "d3h8"
-    assert states["d4h8"][1] is None and expected["d4h8"]["gain"] < -TOLERANCE < expected["d4h8"]["gain_hi"]
     assert states["d5h2"][0] == "inconclusive" and states["d4h2"] == ("open", None)
     assert states["d3h2"] == ("inconclusive", None) and expected["d3h2"]["futile"]  # stopped at 2 of 4 trials
     needs = expected["d3h2"]["needs_seeds"]
@@ -305,7 +303,7 @@ def test_configs_never_trained_get_no_row_in_the_pareto_throughput_or_kappa_view
     untried = {r["config_id"] for r in query(results, "FROM edge_verdicts WHERE verdict = 'untried'")}
     trained = {row["config_id"] for row in rows}  # an errored trial's config included
     finished = {row["config_id"] for row in rows if row["status"] == "ok"}
-    assert len(untried) == 7 and not untried & trained
+    assert len(untried) == 8 and not untried & trained
     for view in ("configs", "vs_baseline", "pareto", "matched_budget"):
         shown = [r for r in query(results, f"FROM {view}")]
         ids = {r["config_id"] for r in shown} | {r.get("matched_config_id") for r in shown} - {None}
@@ -363,3 +361,16 @@ def test_a_record_without_the_futility_setting_was_judged_without_it(tmp_path):
     got = {r["config_id"]: r for r in query(results, "FROM edge_verdicts")}
     assert query(results, "SELECT futility FROM edge_settings")[0]["futility"] is False
     assert (got["d3h2"]["verdict"], got["d3h2"]["futile"], got["d3h2"]["needs_seeds"]) == ("open", False, None)
+
+
+def test_a_config_whose_own_gain_leans_against_the_implied_hold_gets_none(tmp_path, monkeypatch):
+    """Depth 4 at 8 heads trained below the bound without a verdict: depth 3's hold does not imply it (the
+    independent computation says the same), while untried depth 5 is still implied."""
+    monkeypatch.setitem(PLANTED, (4, 8), (89.3, ["ok"] * 2))
+    results = tmp_path / "results"
+    rows = write_edge_space(results)
+    expected = expected_cells(rows, "max")
+    got = {r["config_id"]: r for r in query(results, "FROM edge_verdicts")}
+    assert expected["d4h8"]["gain"] < -TOLERANCE < expected["d4h8"]["gain_hi"]
+    assert (got["d4h8"]["verdict"], got["d4h8"]["implied"]) == (expected["d4h8"]["verdict"], None)
+    assert (got["d5h8"]["implied"], got["d5h8"]["implied_from"]) == ("holds", "d3h8")

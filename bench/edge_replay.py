@@ -33,18 +33,27 @@ device-seconds (3 × each config's cost, summed) are the denominator of every fr
 
 Printed, per lattice: device-seconds spent ÷ the full grid's at 3 seeds, the share of columns whose reference edge
 the search found (edge search's own measured edge equal to the reference's), the same share for the 3-seed full
-grid, and every implied verdict the reference contradicts (implied holds where the reference breaks, implied
-breaks where it holds). Then summaries for lattices with ≥ 5 depths and smaller, and the goal: on ≥ 5 depths,
-≤ 40% of the device-seconds, the reference edge found at least as often as the full grid finds it, and no
-implied verdict contradicted. Last, the cost with a learning-rate search per config (``tune:``), whose multiplier
-``bench/tuning_cost.py`` measures as (rates × selection seeds + seeds) ÷ seeds of the untuned grid (2.33× at 4
-rates, 1 selection seed, 3 seeds): the edge search tunes only the configs it trains, so its tuned cost is its
-trials plus rates × selection seeds trials of each config it trained.
+grid, and every implied verdict the reference contradicts (implied holds where the reference breaks, implied breaks
+where it holds); then what the device-seconds bought (:func:`spent_on`), as shares of the grid's: the baseline's
+seeds, each other config's first min_seeds trials, its later trials by how it ended (a verdict, futility, the cap),
+and the trials of the configs ``check_ends`` started. Then summaries for lattices with ≥ 5 depths and smaller, and
+the goal: on ≥ 5 depths, ≤ 40% of the device-seconds, the reference edge found at least as often as the full grid
+finds it, and no implied verdict contradicted. Last, the cost with a learning-rate search per config (``tune:``),
+whose multiplier ``bench/tuning_cost.py`` measures as (rates × selection seeds + seeds) ÷ seeds of the untuned grid
+(2.33× at 4 rates, 1 selection seed, 3 seeds): the edge search tunes only the configs it trains, so its tuned cost
+is its trials plus rates × selection seeds trials of each config it trained.
 
-    python bench/edge_replay.py [--seed 0] [--replays 20] [--synthetic 136] [--width 4] [--check-ends]
+    python bench/edge_replay.py [--seed 0] [--replays 20] [--synthetic 136] [--width 4] [--no-check-ends]
+                                [--no-futility] [--min-seeds 2] [--baseline-seeds 5] [--noise S] [--quiet]
     python bench/edge_replay.py --record DIR    # record the grids again (about 55 min on 2 busy cores), then export
 
-Deterministic given ``--seed``; about 10 s on 2 cores.
+The search runs with a space's defaults: ``futility`` and ``check_ends`` on (``--no-futility --no-check-ends`` replays
+it as it was before either). Measured 2026-12-06 (docs/benchmarks.md#the-edge-search-replayed): on lattices with
+≥ 5 depths 81.4% of the grid's device-seconds (119.2% before), the reference edge found in 14% of columns (the
+3-seed grid 4%), no implied verdict contradicted (1 before); the goal's ≤ 40% is not met: 50.6 of those points are
+each trained config's first 2 seeds and 12.0 the baseline's.
+
+Deterministic given ``--seed``; about 15 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -264,6 +273,39 @@ class Replay:
     state: EdgeState
     trained: set[str]
     observations: list[Observation]
+    end_checked: set[str] = field(default_factory=set)  # configs started by check_ends (implied when started)
+
+
+# What the search's device-seconds went to (:func:`spent_on`), in the order printed.
+PARTS = ["baseline", "first seeds", "to a verdict", "to futility", "to the cap", "check_ends", "other"]
+
+
+def spent_on(lattice: Lattice, result: Replay, settings: EdgeSettings) -> dict[str, float]:
+    """The search's device-seconds by what they bought: the baseline's seeds; each other config's first min_seeds
+    trials ("first seeds"); its later trials, by how the config ended: a measured verdict ("to a verdict"),
+    stopped for futility ("to futility"), inconclusive at max_seeds ("to the cap"), else "other"; and every trial
+    of a config that check_ends started (its verdict was only implied when it was started)."""
+    parts = dict.fromkeys(PARTS, 0.0)
+    count: dict[str, int] = {}
+    for obs in result.observations:
+        k = count[obs.config_id] = count.get(obs.config_id, 0) + 1
+        cell = result.state.cells[obs.config_id]
+        if obs.config_id == lattice.baseline_id:
+            part = "baseline"
+        elif obs.config_id in result.end_checked:
+            part = "check_ends"
+        elif k <= settings.min_seeds:
+            part = "first seeds"
+        elif cell.verdict in (HOLDS, BREAKS):
+            part = "to a verdict"
+        elif cell.futile:
+            part = "to futility"
+        elif cell.verdict == "inconclusive":
+            part = "to the cap"
+        else:
+            part = "other"
+        parts[part] += lattice.cost_s[obs.config_id]
+    return parts
 
 
 def draw_orders(lattice: Lattice, rng: random.Random) -> dict[str, list[float | None]]:
@@ -282,6 +324,7 @@ def replay(lattice: Lattice, settings: EdgeSettings, rng: random.Random, width: 
     taken = dict.fromkeys(orders, 0)
     observations: list[Observation] = []
     spent, waves = 0.0, 0
+    end_checked: set[str] = set()
     limit = 4 * len(lattice.cells) * max(settings.max_seeds, settings.baseline_seeds)
     while True:
         pending: set[tuple[str, int]] = set()
@@ -290,12 +333,16 @@ def replay(lattice: Lattice, settings: EdgeSettings, rng: random.Random, width: 
             proposal = next((p for p in state.proposals if p not in pending), None)
             if proposal is None:
                 break
+            cell = state.cells[proposal[0]]
+            if cell.verdict == "untried" and cell.implied is not None and taken[proposal[0]] == 0:
+                end_checked.add(proposal[0])  # only check_ends starts a config whose verdict is implied
             pending.add(proposal)
         if not pending:
             state = assess(lattice.cells, lattice.baseline_id, settings, observations)
             if not state.finished:
                 raise RuntimeError(f"{lattice.name}: nothing proposed, nothing pending, but not finished")
-            return Replay(spent, len(observations), waves, state, {o.config_id for o in observations}, observations)
+            trained = {o.config_id for o in observations}
+            return Replay(spent, len(observations), waves, state, trained, observations, end_checked)
         for config_id, seed in sorted(pending):
             if taken[config_id] >= len(orders[config_id]):
                 raise RuntimeError(f"{lattice.name}: {config_id} asked for more seeds than its {taken[config_id]}")
@@ -357,6 +404,7 @@ class Outcome:
     trained_share: list[float] = field(default_factory=list)  # configs trained ÷ configs (baseline included)
     baseline_share: list[float] = field(default_factory=list)  # the baseline's device-seconds ÷ the search's
     per_column: dict = field(default_factory=dict)  # column → [reference edge, search's hits, full grid's hits]
+    parts: dict = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))  # Σ over replays, ÷ the grid's device-s
 
     @staticmethod
     def rate(pair: list[int]) -> float:
@@ -374,6 +422,8 @@ def run_lattice(lattice: Lattice, settings: EdgeSettings, replays: int, width: i
         rng = random.Random(f"{seed}:{lattice.name}:replay:{r}")
         result = replay(lattice, settings, rng, width)
         out.fraction.append(result.device_s / full_s)
+        for part, spent in spent_on(lattice, result, settings).items():
+            out.parts[part] += spent / full_s
         selection_s = rates * selection_seeds * sum(lattice.cost_s[c] for c in result.trained)
         out.tuned_fraction.append((result.device_s + selection_s) / full_s)
         out.trials.append(result.trials)
@@ -550,8 +600,15 @@ def print_outcome(o: Outcome) -> None:
             f"  {statistics.fmean(o.trials):5.1f}  {fmt_rate(o.found):>15s}  {fmt_rate(o.grid_found):>15s}"
             f"  {len(o.wrong_implied):>3d}")  # fmt: skip
     print(line)
+    print(f"      spent, % of the 3-seed grid's device-seconds: {parts_words(o.parts, len(o.fraction))}")
     for text in sorted(set(o.wrong_implied)):
         print(f"      contradicted ({o.wrong_implied.count(text)}x): {text}")
+
+
+def parts_words(parts: dict, replays: int) -> str:
+    """:func:`spent_on`'s parts, each a mean over ``replays`` as a share of the grid (those above 0 only)."""
+    shown = [f"{part} {total / replays:.1%}" for part, total in parts.items() if total > 0]
+    return ", ".join(shown) or "nothing"
 
 
 def edge_words(edge: tuple | None) -> str:
@@ -590,6 +647,8 @@ def summary(label: str, outcomes: list[Outcome]) -> dict:
           f"full grid's; reference edge found {fmt_rate(found)} (full grid at 3 seeds {fmt_rate(grid)}); "
           f"implied verdicts contradicted {wrong}; contradictions said {said}; configs trained {trained:.0%}, "
           f"{per_config:.1f} trials each; the baseline's share of the search's device-seconds {base:.0%}")  # fmt: skip
+    parts = {part: statistics.fmean(o.parts[part] / len(o.fraction) for o in outcomes) for part in PARTS}
+    print(f"  spent (mean per lattice, % of the 3-seed grid's device-seconds): {parts_words(parts, 1)}")
     return {"fraction": fraction, "tuned": tuned, "found": Outcome.rate(found), "grid": Outcome.rate(grid),
             "wrong": wrong}  # fmt: skip
 
@@ -617,7 +676,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-seeds", type=int, default=5)
     parser.add_argument("--baseline-seeds", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--check-ends", action="store_true", help="the search measures each column's implied ends")
+    parser.add_argument(
+        "--check-ends",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the search measures each column's implied ends (default: yes, as a space's search)",
+    )
+    parser.add_argument("--futility", action=argparse.BooleanOptionalAction, default=True,
+                        help="a config stops once even max_seeds could not settle it (default: yes)")  # fmt: skip
     parser.add_argument("--fail-share", type=float, default=0.05, help="planted: share of failed trials")
     parser.add_argument("--noise", type=float, help="planted: this s_p / tolerance instead of the recorded ones'")
     parser.add_argument("--violations", type=float, default=0.15, help="planted: share of non-monotone columns")
@@ -633,7 +699,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings_for(lattice: Lattice, args: argparse.Namespace) -> EdgeSettings:
     return EdgeSettings(lattice.tolerance, lattice.mode, args.min_seeds, args.max_seeds, args.baseline_seeds,
-                        args.alpha, check_ends=args.check_ends)  # fmt: skip
+                        args.alpha, check_ends=args.check_ends, futility=args.futility)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -650,7 +716,8 @@ def main(argv: list[str] | None = None) -> None:
     shapes = shapes_from_spaces() if args.shapes_from_spaces else SHIPPED_SHAPES
     tuning = (args.rates, args.selection_seeds)
     print(f"edge search replay: seed {args.seed}, waves of {args.width}, seeds {args.min_seeds}-{args.max_seeds} "
-          f"a config, baseline {args.baseline_seeds}, alpha {args.alpha}, check_ends {args.check_ends}")  # fmt: skip
+          f"a config, baseline {args.baseline_seeds}, alpha {args.alpha}, check_ends {args.check_ends}, futility "
+          f"{args.futility}")  # fmt: skip
     noise = ", ".join(f"{g.name} {r:.2f}" for g, r in zip(recorded, ratios, strict=False))
     print(f"recorded noise, pooled s_p / tolerance: {noise}")
     header = (f"{'lattice':58s} {'D':>2s} {'cfg':>3s}  {'device-s ÷ grid@3':>18s}  {'trials':>5s}  "

@@ -11,12 +11,17 @@ Definitions (docs/analysis.md says them for users):
   gain ∓ t_{1−α'/2}(df) · s_p · √(1/n_c + 1/n_b) with α' = α / L and L = max_seeds − min_seeds + 1, the number of
   looks a config can have (one per seed count from min_seeds to max_seeds): Bonferroni over the looks, so a
   verdict keeps its error ≤ α however many seeds the config got before it stopped. *holds*: gain_lo ≥ −tolerance;
-  *breaks*: gain_hi < −tolerance; otherwise *open*, or *inconclusive* once the config has max_seeds trials.
+  *breaks*: gain_hi < −tolerance; otherwise *open*, or *inconclusive* once the config has max_seeds trials, or
+  once *futile* (``futility``, on by default): even at its cap the interval would straddle −tolerance if the gain
+  stayed where it is (:func:`futile`); it then says about how many seeds a side would settle it
+  (:func:`needs_seeds`). Futility only stops a config without a verdict, never gives one, so each verdict's error
+  stays ≤ α: the Bonferroni split covers the looks whichever of them are taken.
   A failed seed (no score) counts toward the config's trials but not toward n_c; a config whose first
   min_seeds or more trials all failed is *failed*. The baseline is its own column's measured hold (gain 0).
 - *Monotone along depth* (never along heads: Amsel et al. 2024): in a column, a config that holds implies every
   deeper one holds and one that breaks implies every shallower one breaks. Such a verdict is *implied*, never
-  measured, and names the nearest measured config it comes from. A *contradiction* (a measured break deeper than a
+  measured, and names the nearest measured config it comes from; a trained config whose own mean gain sits on the
+  other side of −tolerance gets none (:func:`leans_against`). A *contradiction* (a measured break deeper than a
   measured hold) stops the column implying anything; every config of it is then measured.
 - Contradictions are found among measured rows: bisection itself only measures between the deepest break and the
   shallowest hold, where none can arise, so they come from rows recorded by earlier sweeps, from verdicts that
@@ -64,7 +69,9 @@ class EdgeSettings:
     seeds a config starts with and may reach, the baseline's seeds, and the error rate α of each verdict.
     ``check_ends``: once bisection has bracketed a column's edge, also measure its shallowest and deepest configs
     where their verdicts are only implied, so a column that breaks again at its deepest (too deep to train in the
-    budget: "deeper worst") contradicts the shallower hold instead of being implied to hold."""
+    budget: "deeper worst") contradicts the shallower hold instead of being implied to hold (off here, on by default
+    in a space's ``search:``, sweep/space/model.py). ``futility``: stop a config once even max_seeds could not settle
+    it (:func:`futile`)."""
 
     tolerance: float
     mode: str
@@ -73,6 +80,7 @@ class EdgeSettings:
     baseline_seeds: int = 5
     alpha: float = 0.05
     check_ends: bool = False
+    futility: bool = True
 
     @property
     def looks(self) -> int:
@@ -120,6 +128,8 @@ class CellState:
     gain: float | None
     gain_lo: float | None
     gain_hi: float | None
+    futile: bool = False
+    needs_seeds: int | None = None
 
     @property
     def decided(self) -> str | None:
@@ -205,6 +215,7 @@ def measured_state(
     """A config's measured verdict and interval (no implication yet)."""
     scores, base = tally.finished, baseline.finished
     gain = lo = hi = None
+    stopped = False
     if scores and base:
         gain = s.better * (sum(scores) / len(scores) - sum(base) / len(base))
     if is_baseline:
@@ -221,11 +232,47 @@ def measured_state(
             verdict = HOLDS
         elif hi is not None and hi < -s.tolerance:
             verdict = BREAKS
+        elif tally.n_trials >= s.max_seeds:
+            verdict = INCONCLUSIVE
+        elif lo is not None and s.futility and futile(gain, tally, baseline, sd, df, s):
+            verdict, stopped = INCONCLUSIVE, True
         else:
-            verdict = INCONCLUSIVE if tally.n_trials >= s.max_seeds else OPEN
-    return CellState(
-        cell.config_id, cell.column, cell.depth, verdict, None, None, len(scores), tally.n_trials, gain, lo, hi
-    )
+            verdict = OPEN
+    needs = needs_seeds(gain, sd, df, s) if verdict == INCONCLUSIVE and lo is not None else None
+    return CellState(cell.config_id, cell.column, cell.depth, verdict, None, None, len(scores), tally.n_trials, gain,
+                     lo, hi, stopped, needs)  # fmt: skip
+
+
+def half_width_at_cap(tally: _Tally, baseline: _Tally, sd: float, df: int, s: EdgeSettings) -> float:
+    """The interval's half-width a config would have at its cap, were every trial left to it and to the baseline
+    to finish: n_c' = max_seeds − the config's failed trials, n_b' = n_b + the baseline's trials still to come
+    (baseline_seeds − its trials, if positive), df' = df + (n_c' − n_c) + (n_b' − n_b), the same s_p and level
+    α' = α/L: t_{1−α'/2}(df') · s_p · √(1/n_c' + 1/n_b')."""
+    n_c, n_b = len(tally.finished), len(baseline.finished)
+    n_c_cap = s.max_seeds - (tally.n_trials - n_c)
+    n_b_cap = n_b + max(0, s.baseline_seeds - baseline.n_trials)
+    df_cap = df + (n_c_cap - n_c) + (n_b_cap - n_b)
+    return t_quantile(1 - s.alpha / s.looks / 2, df_cap) * sd * math.sqrt(1 / n_c_cap + 1 / n_b_cap)
+
+
+def futile(gain: float, tally: _Tally, baseline: _Tally, sd: float, df: int, s: EdgeSettings) -> bool:
+    """Futility (``EdgeSettings.futility``): an open config is stopped once even its cap could not give it a verdict
+    if its gain stayed where it is: |gain + tolerance| < :func:`half_width_at_cap`. It only ever stops a config
+    without a verdict, never gives one, so each verdict's error stays ≤ α (the Bonferroni split over the looks
+    holds whichever looks are taken)."""
+    return abs(gain + s.tolerance) < half_width_at_cap(tally, baseline, sd, df, s)
+
+
+def needs_seeds(gain: float, sd: float, df: int, s: EdgeSettings) -> int | None:
+    """About how many seeds a side (config and baseline each) an inconclusive config needs for a verdict, were its
+    gain to stay where it is: N = ⌈2 · (t_{1−α'/2}(df) · s_p / |gain + tolerance|)²⌉, the seeds at which the
+    interval at today's t would clear −tolerance (more looks would raise t a little: an order of magnitude, not a
+    promise). None when the gain sits on the tolerance."""
+    gap = abs(gain + s.tolerance)
+    if gap == 0:
+        return None
+    t = t_quantile(1 - s.alpha / s.looks / 2, df)
+    return math.ceil(2 * (t * sd / gap) ** 2)
 
 
 def _hold_depths(column: list[CellState]) -> list[CellState]:
@@ -247,6 +294,25 @@ def contradiction(column: list[CellState]) -> str | None:
     return None
 
 
+def state_words(cell: CellState) -> str:
+    """A measured state without a verdict in words, as the ``edge_verdicts`` view's ``edge_state_words`` says it:
+    ``inconclusive (noise: needs ~12 seeds a side; stopped at 2 of 2 trials finished: the cap could not settle
+    it)``, ``inconclusive at the cap (5 of 5 trials finished; noise: needs ~9 seeds a side)``, ``open (1 of 2
+    trials finished)``, ``failed (all 2 trials)``, ``untried``."""
+    noise = ("noise: its gain sits on the tolerance" if cell.needs_seeds is None
+             else f"noise: needs ~{cell.needs_seeds} seeds a side")  # fmt: skip
+    if cell.verdict == UNTRIED:
+        return UNTRIED
+    if cell.verdict == FAILED:
+        return f"failed (all {cell.n_trials} trials)"
+    if cell.verdict == INCONCLUSIVE and cell.futile:
+        return (f"inconclusive ({noise}; stopped at {cell.n_seeds} of {cell.n_trials} trials finished: the cap "
+                "could not settle it)")  # fmt: skip
+    if cell.verdict == INCONCLUSIVE:
+        return f"inconclusive at the cap ({cell.n_seeds} of {cell.n_trials} trials finished; {noise})"
+    return f"open ({cell.n_seeds} of {cell.n_trials} trials finished)"
+
+
 def interval_words(cell: CellState) -> str:
     if cell.verdict == BASELINE:
         return "the baseline"
@@ -255,8 +321,9 @@ def interval_words(cell: CellState) -> str:
     return f"gain {cell.gain:+.3g} ± {(cell.gain_hi - cell.gain_lo) / 2:.3g}, {cell.n_seeds} seeds"
 
 
-def implied(column: list[CellState]) -> list[CellState]:
-    """The column's cells with implied verdicts filled in (monotone along depth; the column has no contradiction)."""
+def implied(column: list[CellState], tolerance: float) -> list[CellState]:
+    """The column's cells with implied verdicts filled in (monotone along depth; the column has no contradiction),
+    but none for a config whose own seeds lean against it (:func:`leans_against`)."""
     holds = _hold_depths(column)
     breaks = [c for c in column if c.verdict == BREAKS]
     out = []
@@ -266,15 +333,25 @@ def implied(column: list[CellState]) -> list[CellState]:
             continue
         below = [h for h in holds if h.depth < cell.depth]
         above = [b for b in breaks if b.depth > cell.depth]
-        if below:
+        if below and not leans_against(cell, HOLDS, tolerance):
             source = max(below, key=lambda c: c.depth)
             out.append(_with_implied(cell, HOLDS, source.config_id))
-        elif above:
+        elif above and not below and not leans_against(cell, BREAKS, tolerance):
             source = min(above, key=lambda c: c.depth)
             out.append(_with_implied(cell, BREAKS, source.config_id))
         else:
             out.append(cell)
     return out
+
+
+def leans_against(cell: CellState, verdict: str, tolerance: float) -> bool:
+    """Whether a trained config's own seeds lean against the verdict the monotone assumption would imply: its
+    mean gain sits on the other side of −tolerance (below it for an implied hold, at or above it for an implied
+    break). Such a config gets no implied verdict: the assumption is not borrowed against the config's own
+    measurement (it keeps its measured state, and is measured on while open)."""
+    if cell.gain is None:
+        return False
+    return cell.gain < -tolerance if verdict == HOLDS else cell.gain >= -tolerance
 
 
 def _with_implied(cell: CellState, verdict: str, source: str) -> CellState:
@@ -387,7 +464,7 @@ def assess(
     states, edges, lines, starts, extend = {}, [], [], [], []
     for column in columns.values():
         line = contradiction(column)
-        column = column if line else implied(column)
+        column = column if line else implied(column, settings.tolerance)
         lines += [line] if line else []
         edges.append(column_edge(column, line is not None))
         states.update({c.config_id: c for c in column})

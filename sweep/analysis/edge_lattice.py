@@ -8,8 +8,9 @@ The expected cost, per case (``sweep plan`` prints both beside the full grid at 
 - **typical**: a noise-free lattice whose edge sits in the middle of each column (the deeper half of its depths
   holds, the shallower half breaks; in the baseline's column every depth from the baseline's down to that middle
   holds), so every config settles at ``min_seeds`` seeds;
-- **worst**: every config measured to ``max_seeds`` (each one's interval straddles the tolerance to the end, so
-  nothing is implied and every config of every column is trained).
+- **worst**: every config measured to ``max_seeds`` (each one's interval straddles the tolerance to the end and
+  its gain sits far enough from it that futility never stops it, so nothing is implied and every config of every
+  column is trained: simulated with futility off).
 
 A *wave* is one round of trials that the search proposes together and that can all run at once given enough
 devices (each round's results decide the next); the full grid is one wave. Waves × a trial's time is the
@@ -19,7 +20,7 @@ search's wall time with unlimited devices, the least it can take.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sweep.analysis.edge import Cell, EdgeSettings, Observation, assess
 from sweep.plan.plan import Plan, PlannedConfig
@@ -48,6 +49,7 @@ def edge_settings(plan: Plan) -> EdgeSettings:
         baseline_seeds=search.baseline_seeds,
         alpha=search.alpha,
         check_ends=search.check_ends,
+        futility=search.futility,
     )
 
 
@@ -144,8 +146,10 @@ def expected(plan: Plan, train_s: dict[str, float] | None = None) -> dict[str, E
     for case, scores in (("typical", typical_scores), ("worst", worst_scores)):
         trials: dict[str, int] = {}
         waves = 0
+        # worst: nothing stops a config before its cap (the scores sit on the tolerance, where futility would)
+        case_settings = replace(settings, futility=False) if case == "worst" else settings
         for lattice in lattices(plan):  # families run side by side: their waves overlap
-            found, family_waves = simulate(lattice, settings, scores(lattice, settings))
+            found, family_waves = simulate(lattice, case_settings, scores(lattice, case_settings))
             trials.update(found)
             waves = max(waves, family_waves)
         cases[case] = Expected(trials, waves, device_seconds(trials, train_s))

@@ -303,8 +303,11 @@ def edge_plan_lines(plan: Plan, train_s: dict | None) -> list[str]:
         f"seeds a config, {search.baseline_seeds} for the baseline, alpha {search.alpha:g}"
         + (f", at most {plural(search.max_trials, 'trial')}" if search.max_trials else ""),
         f"  typical: {said(cases['typical'])}; worst: {said(cases['worst'])}; the full grid at 3 seeds: {said(grid)}",
-        "  typical: a noise-free lattice whose edge sits mid-column, every config settling at min_seeds; worst: "
-        "every config not implied by the baseline measured to max_seeds; a wave: the trials proposed together "
+        "  typical: a noise-free lattice whose edge sits mid-column, every config settling at min_seeds"
+        + (" (and each column's implied ends measured: check_ends)" if search.check_ends else "")
+        + "; worst: every config "
+        + ("" if search.check_ends else "not implied by the baseline ")
+        + "measured to max_seeds; a wave: the trials proposed together "
         "(all at once given enough devices)" + ("" if train_s else "; GPU-hours with --gpu NAME"),
         *tuned,
     ]

@@ -332,7 +332,10 @@ class EdgeSummary:
         total = sum(c.values())
         measured = c["measured holds"] + c["measured breaks"]
         implied = c["implied holds"] + c["implied breaks"]
+        futile = sum(cell.futile and cell.implied is None for state in self.states for cell in state.cells.values())
         unsettled = [f"{c[k]} {k}" for k in ("inconclusive", "failed") if c[k]]
+        if futile:  # futility: stopped short of the cap, since even the cap could not settle them
+            unsettled[0] += f" ({futile} stopped for futility: noise wider than their gap to the tolerance)"
         lines = [
             f"edge search: {plural(total, 'config')}: {measured} measured ({c['measured holds']} hold, the baseline "
             f"included; {c['measured breaks']} break), {implied} implied by the monotone assumption "

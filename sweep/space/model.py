@@ -263,17 +263,21 @@ class EdgeSearchSpec(StrictModel):
     hold (its configs' recorded rows, any run's, plus this run's); None: no cap but the verdicts' own.
     ``check_ends``: once bisection has bracketed a column's edge, also measure the column's shallowest and deepest
     configs where their verdicts are only implied, so that a column that breaks again at its deepest ("deeper
-    worst" at a short budget) contradicts the assumption instead of being implied to hold.
+    worst" at a short budget) contradicts the assumption instead of being implied to hold. ``futility``: stop
+    adding seeds to a config once even max_seeds could not give it a verdict at its current gain and the pooled
+    spread (it is then inconclusive, with about the seeds it would need); it only stops without a verdict, so the
+    error bound holds.
     Tolerance and direction come from the space's ``metric:``; seeds are the smallest a config has not recorded
     (the space's ``seeds:`` is not used)."""
 
     kind: Literal["edge"]
-    min_seeds: int = Field(default=2, ge=2)
+    min_seeds: int = Field(default=2, ge=1)  # 1: a config starts with one seed, judged on the pooled s_p
     max_seeds: int = Field(default=5, ge=2)
     baseline_seeds: int = Field(default=5, ge=2)
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     max_trials: PositiveInt | None = None
-    check_ends: bool = False
+    check_ends: bool = True  # the replay bench: without it an unmeasured "deeper worst" is implied to hold
+    futility: bool = True
 
     @model_validator(mode="after")
     def _seeds_ordered(self) -> EdgeSearchSpec:

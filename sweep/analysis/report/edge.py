@@ -49,7 +49,7 @@ def cell_words(row: dict, headline: Headline) -> str:
         half = (row["gain_hi"] - row["gain_lo"]) / 2
         gain = f"gain {format_delta(row['gain'], headline.name)} ± {format_delta(half, headline.name).lstrip('+')}"
         words = words.replace(" (measured)", f" (measured: {gain}, {plural(row['n_seeds'], 'seed')})", 1)
-        words = words.replace(" trials finished)", f" trials finished, {gain})", 1)
+        words = words.replace(" trials finished", f" trials finished, {gain}", 1)
     return f"depth {row['depth']}: {words}"
 
 
@@ -69,9 +69,15 @@ def settings_words(settings: dict, headline: Headline) -> str:
         f"interval at {level:.4g}% (α = {s['alpha']:g} over {plural(s['looks'], 'look')}, one per seed count from "
         f"{s['min_seeds']} to {s['max_seeds']}: Bonferroni, so a verdict keeps its error ≤ α however many seeds it "
         f"got); it **holds** when the interval's low end is ≥ −{headline.tolerance} {headline.unit}, **breaks** when "
-        f"its high end is below that, and is open until {s['max_seeds']} trials (then inconclusive). Along depth "
-        "at fixed heads the search assumes a shape that holds implies deeper ones hold and a break implies "
-        "shallower ones break: such a verdict is **implied** (never measured), named below with the measured "
+        f"its high end is below that, and is open until {s['max_seeds']} trials (then inconclusive)"
+        + (
+            f", or until even {s['max_seeds']} could not settle it at its gain (stopped for futility: inconclusive, "
+            "with about the seeds a side it would need; a stop never gives a verdict, so the error bound holds)"
+            if s.get("futility")
+            else ""
+        )
+        + ". Along depth at fixed heads the search assumes a shape that holds implies deeper ones hold and a break "
+        "implies shallower ones break: such a verdict is **implied** (never measured), named below with the measured "
         "depth it comes from. Nothing is assumed along heads. Configs never trained are in no other table or "
         "figure of this report (the Pareto front, throughput and κ show nothing for them).\n"
     )

@@ -104,6 +104,8 @@ CREATE OR REPLACE MACRO t_quantile(p, dof) AS (
 --   looks = max_seeds − min_seeds + 1: the looks a config can have, one per seed count from min_seeds to max_seeds
 --   alpha_per_look = alpha / looks (Bonferroni over the looks: a verdict keeps error ≤ alpha however many seeds
 --   it got before stopping); t_level = 1 − alpha_per_look / 2 (two-sided)
+--   futility: whether a config stops once even max_seeds could not give it a verdict (sweep/analysis/edge.py
+--   futile; true by default; false for a record written before the setting existed: that search had none)
 --   lr_arm: 'tuned' when the latest sweep recorded a learning-rate search (questions JSON has `tuning`), else
 --   'untuned': the rows judged (a tuned sweep's verdict seeds, or an untuned sweep's)
 CREATE OR REPLACE VIEW edge_settings AS
@@ -113,11 +115,12 @@ WITH parsed AS (
            coalesce(TRY_CAST(s.search->>'max_seeds' AS BIGINT), 5) AS max_seeds,
            coalesce(TRY_CAST(s.search->>'baseline_seeds' AS BIGINT), 5) AS baseline_seeds,
            coalesce(TRY_CAST(s.search->>'alpha' AS DOUBLE), 0.05) AS alpha,
+           coalesce(TRY_CAST(s.search->>'futility' AS BOOLEAN), false) AS futility,
            CASE WHEN json_extract(s.questions, '$.tuning') IS NOT NULL THEN 'tuned' ELSE 'untuned' END AS lr_arm
     FROM space_settings s
     WHERE s.search->>'kind' = 'edge'
 )
-SELECT space, metric, metric_mode, min_seeds, max_seeds, baseline_seeds, alpha,
+SELECT space, metric, metric_mode, min_seeds, max_seeds, baseline_seeds, alpha, futility,
        max_seeds - min_seeds + 1 AS looks,
        alpha / (max_seeds - min_seeds + 1) AS alpha_per_look,
        1 - alpha / (max_seeds - min_seeds + 1) / 2 AS t_level,
@@ -149,11 +152,18 @@ SELECT space, metric, metric_mode, lr_arm,
        (cell->'column')::VARCHAR AS column_key
 FROM cells;
 
--- edge_state_words(verdict, n_seeds, n_trials): a measured state without a verdict, in words.
-CREATE OR REPLACE MACRO edge_state_words(verdict, n_seeds, n_trials) AS CASE verdict
-    WHEN 'untried' THEN 'untried'
-    WHEN 'failed' THEN printf('failed (all %d trials)', n_trials)
-    WHEN 'inconclusive' THEN printf('inconclusive at the cap (%d of %d trials finished)', n_seeds, n_trials)
+-- edge_state_words(verdict, n_seeds, n_trials, futile, needs_seeds): a measured state without a verdict, in
+-- words (sweep/analysis/edge.py state_words says the same).
+CREATE OR REPLACE MACRO edge_noise_words(needs_seeds) AS
+    CASE WHEN needs_seeds IS NULL THEN 'noise: its gain sits on the tolerance'
+         ELSE printf('noise: needs ~%d seeds a side', needs_seeds) END;
+CREATE OR REPLACE MACRO edge_state_words(verdict, n_seeds, n_trials, futile, needs_seeds) AS CASE
+    WHEN verdict = 'untried' THEN 'untried'
+    WHEN verdict = 'failed' THEN printf('failed (all %d trials)', n_trials)
+    WHEN verdict = 'inconclusive' AND futile THEN printf('inconclusive (%s; stopped at %d of %d trials finished: '
+        || 'the cap could not settle it)', edge_noise_words(needs_seeds), n_seeds, n_trials)
+    WHEN verdict = 'inconclusive' THEN printf('inconclusive at the cap (%d of %d trials finished; %s)', n_seeds,
+        n_trials, edge_noise_words(needs_seeds))
     ELSE printf('open (%d of %d trials finished)', n_seeds, n_trials)
 END;
 
@@ -176,13 +186,24 @@ END;
 --             'failed' (min_seeds or more trials, every one failed: terminal, implies nothing); with an
 --             interval 'holds' when
 --             gain_lo ≥ −tolerance, 'breaks' when gain_hi < −tolerance; otherwise 'inconclusive' once the config
---             has max_seeds trials, else 'open'
+--             has max_seeds trials, or (edge_settings.futility) once futile; else 'open'
+--   half_width_at_cap: the half-width the interval would have were every trial left to the config and the
+--             baseline to finish: n_c' = max_seeds − the config's failed trials, n_b' = n_b + max(0, the
+--             setting baseline_seeds − the baseline's trials), t_quantile(t_level, pooled_df + (n_c' − n_c) +
+--             (n_b' − n_b)) · s_p · √(1/n_c' + 1/n_b'); futile: no verdict yet, fewer than max_seeds trials, and
+--             |gain + tolerance| < half_width_at_cap (even the cap could not settle it if the gain stayed):
+--             the search stops it, inconclusive; a stop without a verdict leaves every verdict's error ≤ alpha
+--   needs_seeds (inconclusive configs with an interval): ⌈2 · (t_crit · s_p / |gain + tolerance|)²⌉, about the
+--             seeds a side (config and baseline each) at which the interval would clear the tolerance if the gain
+--             stayed (NULL when it sits on it)
 --   contradiction: the config's column has a measured break deeper than a measured hold (the baseline's
 --             column counts the baseline as a hold): depth is not monotone there, so the column implies nothing
 --   implied ('holds' | 'breaks' | NULL), implied_from (the config_id it comes from), implied_from_depth: for a
 --             config without a measured holds/breaks (open, inconclusive, failed or untried) in a column without
 --             a contradiction: 'holds' when a shallower config of its column measured holds (the baseline
---             counts), from the nearest such; 'breaks' when a deeper one measured breaks, from the nearest.
+--             counts), from the nearest such; 'breaks' when a deeper one measured breaks, from the nearest;
+--             none for a trained config whose own gain leans against it (below −tolerance for an implied hold,
+--             at or above it for an implied break: edge.py leans_against).
 --             An implied verdict is never a measurement: the config keeps its measured verdict beside it.
 --   verdict_words: both in words, e.g. 'holds (measured)', 'holds (implied by depth 4, measured)',
 --             'open (2 seeds); breaks (implied by depth 3, measured)'
@@ -221,12 +242,14 @@ pool AS (
 ),
 base AS (
     SELECT space, family, config_id AS baseline_id, score_mean AS baseline_score, n_seeds AS baseline_seeds,
-           depth AS baseline_depth, column_key AS baseline_column
+           n_trials AS baseline_trials, depth AS baseline_depth, column_key AS baseline_column
     FROM cells WHERE is_baseline
 ),
 judged AS (
     SELECT c.*, b.baseline_id, b.baseline_score, b.baseline_seeds, sqrt(p.pooled_var) AS pooled_sd, p.pooled_df,
-           e.min_seeds, e.max_seeds, e.alpha, e.looks, tol.tol,
+           e.min_seeds, e.max_seeds, e.alpha, e.looks, e.futility, tol.tol, e.t_level,
+           e.max_seeds - (c.n_trials - c.n_seeds) AS n_c_cap,  -- the most finished seeds its cap allows
+           coalesce(b.baseline_seeds, 0) + greatest(0, e.baseline_seeds - coalesce(b.baseline_trials, 0)) AS n_b_cap,
            better_sign(c.metric_mode) AS better,
            c.score_mean - b.baseline_score AS delta,
            t_quantile(e.t_level, p.pooled_df) AS t_crit,
@@ -244,7 +267,11 @@ intervals AS (
         CASE WHEN has_interval THEN better * delta - t_crit * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / baseline_seeds)
         END AS gain_lo,
         CASE WHEN has_interval THEN better * delta + t_crit * pooled_sd * sqrt(1.0 / n_seeds + 1.0 / baseline_seeds)
-        END AS gain_hi
+        END AS gain_hi,
+        CASE WHEN has_interval AND n_trials < max_seeds THEN
+            t_quantile(t_level, pooled_df + (n_c_cap - n_seeds) + (n_b_cap - baseline_seeds)) * pooled_sd
+                * sqrt(1.0 / n_c_cap + 1.0 / n_b_cap)
+        END AS half_width_at_cap
     FROM judged
 ),
 verdicts AS (
@@ -256,9 +283,12 @@ verdicts AS (
             WHEN has_interval AND gain_lo >= -tol THEN 'holds'
             WHEN has_interval AND gain_hi < -tol THEN 'breaks'
             WHEN n_trials >= max_seeds THEN 'inconclusive'
+            WHEN futile THEN 'inconclusive'
             ELSE 'open'
         END AS verdict
-    FROM intervals
+    FROM (SELECT *, coalesce(futility AND has_interval AND n_trials < max_seeds AND gain_lo < -tol
+                             AND gain_hi >= -tol AND abs(gain + tol) < half_width_at_cap, false) AS futile
+          FROM intervals)
 ),
 col_stats AS (
     SELECT space, column_key,
@@ -285,15 +315,17 @@ nearest AS (
 implied AS (
     SELECT *,
         CASE WHEN verdict IN ('holds', 'breaks', 'baseline') OR contradiction THEN NULL
-             WHEN hold_below_id IS NOT NULL THEN 'holds'
-             WHEN break_above_id IS NOT NULL THEN 'breaks'
+             WHEN hold_below_id IS NOT NULL THEN CASE WHEN gain IS NULL OR gain >= -tol THEN 'holds' END
+             WHEN break_above_id IS NOT NULL THEN CASE WHEN gain IS NULL OR gain < -tol THEN 'breaks' END
         END AS implied
     FROM nearest
 )
 SELECT space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
        column_key, is_baseline, lr_arm, metric, metric_mode, n_seeds, n_trials, score_mean,
        baseline_id, baseline_score, baseline_seeds, delta, gain, gain_lo, gain_hi, pooled_sd, pooled_df, t_crit,
-       tol AS tolerance, min_seeds, max_seeds, alpha, looks,
+       tol AS tolerance, min_seeds, max_seeds, alpha, looks, half_width_at_cap, futile,
+       CASE WHEN verdict = 'inconclusive' AND has_interval AND gain <> -tol
+            THEN ceil(2 * (t_crit * pooled_sd / abs(gain + tol)) ^ 2)::BIGINT END AS needs_seeds,
        verdict, implied,
        CASE implied WHEN 'holds' THEN hold_below_id WHEN 'breaks' THEN break_above_id END AS implied_from,
        CASE implied WHEN 'holds' THEN hold_below_depth WHEN 'breaks' THEN break_above_depth END AS implied_from_depth,
@@ -301,10 +333,10 @@ SELECT space, config_id, family, depth, num_heads, head_dim, embed_dim, mlp_dim,
        CASE
            WHEN verdict = 'baseline' THEN 'baseline (the reference: a measured hold in its column)'
            WHEN verdict IN ('holds', 'breaks') THEN verdict || ' (measured)'
-           WHEN implied IS NULL THEN edge_state_words(verdict, n_seeds, n_trials)
+           WHEN implied IS NULL THEN edge_state_words(verdict, n_seeds, n_trials, futile, needs_seeds)
            WHEN verdict = 'untried' THEN implied || ' (implied by depth '
                || CASE implied WHEN 'holds' THEN hold_below_depth ELSE break_above_depth END || ', measured)'
-           ELSE edge_state_words(verdict, n_seeds, n_trials) || '; ' || implied || ' (implied by depth '
+           ELSE edge_state_words(verdict, n_seeds, n_trials, futile, needs_seeds) || '; ' || implied || ' (implied by depth '
                || CASE implied WHEN 'holds' THEN hold_below_depth ELSE break_above_depth END || ', measured)'
        END AS verdict_words
 FROM implied;

@@ -210,3 +210,21 @@ def test_an_end_checked_after_bisection_is_measured_to_a_verdict_not_left_at_one
     state = assess(cells, "d3h16", replace(SETTINGS, check_ends=True), obs)
     assert state.cells["d4h16"].implied == "holds"
     assert state.proposals == [("d4h16", 1)]
+
+
+def test_a_trained_config_whose_own_gain_leans_against_the_implied_verdict_gets_none():
+    """The baseline (depth 1) holds, so depths 2 and 3 would be implied to hold; depth 2's own seeds sit below
+    −tolerance without a verdict (gain −2.5, the bound −2): it keeps its measured state, implied nothing, and is
+    measured on; untried depth 3 is still implied by the baseline."""
+    cells = [Cell("b", ("c",), 1), Cell("d2", ("c",), 2), Cell("d3", ("c",), 3)]
+    scores = {"b": [0.0, 1.0, -1.0, 0.5, -0.5], "d2": [-4.0, -1.0]}
+    obs = [Observation(c, i, x) for c, xs in scores.items() for i, x in enumerate(xs)]
+    state = assess(cells, "b", replace(SETTINGS, futility=False), obs)
+    d2 = state.cells["d2"]
+    assert d2.gain == pytest.approx(-2.5) and d2.gain_lo < -2.0 <= d2.gain_hi
+    assert (d2.verdict, d2.implied) == ("open", None)
+    assert (state.cells["d3"].implied, state.cells["d3"].implied_from) == ("holds", "b")
+    assert ("d2", 2) in state.proposals  # not implied, so measured on
+    above = assess(cells, "b", replace(SETTINGS, futility=False), [*obs[:5], Observation("d2", 0, -1.0),
+                                                                    Observation("d2", 1, -2.0)])  # fmt: skip
+    assert above.cells["d2"].implied == "holds"  # gain −1.5, above the bound: the hold is implied

@@ -46,11 +46,13 @@ def test_the_typical_and_worst_cases_are_the_search_traced_by_hand(plan):
     cases = expected(plan, train_s={c.config_id: 10.0 * c.shape.depth for c in plan.configs})
     # typical: depths 3 and 4 hold, 1 and 2 break. Wave 1: the baseline's 5 seeds and each column's middle of its
     # untried run (depth 2 of 1-3 beside the baseline; depth 2 of 1-4), 2 seeds each; both break, depth 1 is implied.
-    # Wave 2: depth 3 of each column (the run left), holds; depth 4 of heads 2 is implied. Done.
+    # Wave 2: depth 3 of each column (the run left), holds; depth 4 of heads 2 is implied. Wave 3 (check_ends, on
+    # by default): each column's ends whose verdicts are only implied, depth 1 of both and depth 4 of heads 2.
     typical = cases["typical"]
-    assert typical.trials == {ids[(4, 4)]: 5, ids[(2, 4)]: 2, ids[(2, 2)]: 2, ids[(3, 4)]: 2, ids[(3, 2)]: 2}
-    assert typical.waves == 2
-    assert typical.device_s == pytest.approx(5 * 40 + 2 * (20 + 20 + 30 + 30))
+    assert typical.trials == {ids[(4, 4)]: 5, ids[(2, 4)]: 2, ids[(2, 2)]: 2, ids[(3, 4)]: 2, ids[(3, 2)]: 2,
+                              ids[(1, 4)]: 2, ids[(1, 2)]: 2, ids[(4, 2)]: 2}  # fmt: skip
+    assert typical.waves == 3
+    assert typical.device_s == pytest.approx(5 * 40 + 2 * (20 + 20 + 30 + 30) + 2 * (10 + 10 + 40))
     # worst: every config open to max_seeds (5): nothing is implied but what the baseline implies (nothing: it is
     # its column's deepest). A config takes 4 waves (2 seeds, then one a wave to 5); a column's configs go one after
     # another: heads 4 has 3 to measure (12 waves), heads 2 has 4 (16 waves).
@@ -67,6 +69,6 @@ def test_sweep_plan_prints_the_cases_beside_the_grid(plan, tmp_path, capsys):
     assert main(["plan", str(path)]) == 0
     out = capsys.readouterr().out
     assert "edge search over these 8 configs: 2 to 5 seeds a config, 5 for the baseline, alpha 0.05" in out
-    assert ("typical: 13 trials in 2 waves (54% of the grid's trials); worst: 40 trials in 16 waves (167% of the "
+    assert ("typical: 19 trials in 3 waves (79% of the grid's trials); worst: 40 trials in 16 waves (167% of the "
             "grid's trials); the full grid at 3 seeds: 24 trials in 1 wave") in out  # fmt: skip
     assert "typical: a noise-free lattice whose edge sits mid-column, every config settling at min_seeds" in out

@@ -189,7 +189,7 @@ def test_an_interrupted_search_resumes_without_repeating_a_trial(tmp_path, plant
     monkeypatch.setattr(sweep.run.tuner, "run_sweep", functools.partial(real, extra_callbacks=[StopAfter(6)]))
     assert main(run) == 130
     first = pairs(results)
-    assert 6 <= len(first) < 13, first
+    assert 6 <= len(first) < 17, first
     monkeypatch.setattr(sweep.run.tuner, "run_sweep", real)
     capsys.readouterr()
     assert main(run) == 0
@@ -198,13 +198,15 @@ def test_an_interrupted_search_resumes_without_repeating_a_trial(tmp_path, plant
     after = pairs(results)
     assert len(after) == len(set(after)) and set(first) <= set(after)
     # Traced by hand: the baseline's 5 seeds; heads 4: depth 2 (the middle of 1-3) holds, so 3 is implied, then
-    # depth 1 breaks; heads 2: depth 2 (the middle of 1-4) breaks, so 1 is implied, then depth 3 holds, so 4 is.
-    wanted = [(4, 4, s) for s in range(5)] + [(d, h, s) for d, h in [(2, 4), (1, 4), (2, 2), (3, 2)] for s in (0, 1)]
+    # depth 1 breaks; heads 2: depth 2 (the middle of 1-4) breaks, so 1 is implied, then depth 3 holds, so 4 is;
+    # then check_ends (on by default) measures heads 2's implied ends, depths 1 and 4.
+    pairs_wanted = [(2, 4), (1, 4), (2, 2), (3, 2), (1, 2), (4, 2)]
+    wanted = [(4, 4, s) for s in range(5)] + [(d, h, s) for d, h in pairs_wanted for s in (0, 1)]
     assert sorted(after) == sorted((ids[(d, h)], s) for d, h, s in wanted)
-    assert "edge search: 8 configs: 5 measured (3 hold, the baseline included; 2 break), 3 implied" in err, err
+    assert "edge search: 8 configs: 7 measured (4 hold, the baseline included; 3 break), 1 implied" in err, err
     assert "num_heads=2, head_dim=8: breaks at depth 2, holds from depth 3" in err, err
     assert main(run) == 0  # a third run: every config settled, nothing trains
-    assert "every config is settled" in capsys.readouterr().err and len(pairs(results)) == 13
+    assert "every config is settled" in capsys.readouterr().err and len(pairs(results)) == 17
 
 
 @pytest.mark.slow

@@ -27,13 +27,14 @@ def test_the_edge_search_defaults(tmp_path):
     _, space, _ = load_space(str(write(tmp_path, "{kind: edge}")))
     search = space.search
     settings = (search.kind, search.min_seeds, search.max_seeds, search.baseline_seeds, search.alpha)
-    assert settings == ("edge", 2, 5, 5, 0.05) and search.max_trials is None and search.check_ends is False
+    assert settings == ("edge", 2, 5, 5, 0.05) and search.max_trials is None and search.check_ends is True
+    assert search.futility is True
 
 
 @pytest.mark.parametrize(
     ("search", "said"),
     [
-        ("{kind: edge, min_seeds: 1}", "search.edge.min_seeds: Input should be greater than or equal to 2 (got 1)"),
+        ("{kind: edge, min_seeds: 0}", "search.edge.min_seeds: Input should be greater than or equal to 1 (got 0)"),
         ("{kind: edge, baseline_seeds: 1}", "search.edge.baseline_seeds: Input should be greater than or equal to 2"),
         ("{kind: edge, alpha: 0}", "search.edge.alpha: Input should be greater than 0 (got 0)"),
         ("{kind: edge, alpha: 1}", "search.edge.alpha: Input should be less than 1 (got 1)"),
@@ -56,7 +57,7 @@ def test_each_rule_is_said_with_its_value(tmp_path, capsys, search, said):
 
 
 def test_several_problems_are_reported_together(tmp_path, capsys):
-    assert main(["validate", str(write(tmp_path, "{kind: edge, min_seeds: 1, alpha: 2, baseline_seeds: 0}"))]) == 2
+    assert main(["validate", str(write(tmp_path, "{kind: edge, min_seeds: 0, alpha: 2, baseline_seeds: 0}"))]) == 2
     err = capsys.readouterr().err
     assert "(3 problems)" in err and "min_seeds" in err and "alpha" in err and "baseline_seeds" in err, err
 

@@ -1,8 +1,9 @@
 """The edge search's views (sweep/analysis/views/edge.sql) against an independent float64 computation with scipy on
 rows written here: the pooled Bonferroni interval, the measured verdicts (a failed seed, a config whose every
-trial failed, one inconclusive at the cap), implied verdicts and the config each comes from, a column whose
-measurements contradict the monotone assumption, each column's edge; the t quantile at any level against
-scipy.stats.t.ppf; files without the search column; and the views that show nothing for a config never trained."""
+trial failed, one inconclusive at the cap, one stopped for futility with the seeds it would need), implied
+verdicts and the config each comes from, a column whose measurements contradict the monotone assumption, each
+column's edge; the t quantile at any level against scipy.stats.t.ppf; files without the search column (or without
+the futility setting); and the views that show nothing for a config never trained."""
 
 import json
 import math
@@ -25,7 +26,8 @@ DEPTHS = (1, 2, 3, 4, 5)
 HEADS = (2, 4, 8, 16)
 BASELINE = (5, 4)  # (depth, heads)
 TOLERANCE = 0.5
-SETTINGS = {"kind": "edge", "min_seeds": 2, "max_seeds": 4, "baseline_seeds": 4, "alpha": 0.05, "max_trials": None}
+SETTINGS = {"kind": "edge", "min_seeds": 2, "max_seeds": 4, "baseline_seeds": 4, "alpha": 0.05, "max_trials": None,
+            "futility": True}  # fmt: skip
 
 # Planted (mean score, [status of each seed: 'ok' or a failure]) per (depth, heads); absent: never trained.
 PLANTED = {
@@ -39,7 +41,7 @@ PLANTED = {
     (2, 16): (90.5, ["ok"] * 3),  # holds ...
     (4, 16): (84.0, ["ok"] * 3),  # ... but the deeper depth 4 breaks: a contradiction, nothing implied
     (5, 2): (89.5, ["ok"] * 4),  # on the tolerance bound at the cap: inconclusive
-    (3, 2): (90.0, ["ok"] * 2),
+    (3, 2): (90.0, ["ok"] * 2),  # 0.5 above the bound, within the cap's half-width (0.62): futile, inconclusive
     (4, 2): (0.0, ["oom"]),  # one trial, failed: fewer than min_seeds trials, so open (not failed)
 }
 NOISE = 0.3
@@ -108,6 +110,7 @@ def expected_cells(rows: list[dict], mode: str) -> dict[str, dict]:
     looks = SETTINGS["max_seeds"] - SETTINGS["min_seeds"] + 1
     t = stats.t.ppf(1 - SETTINGS["alpha"] / (2 * looks), df)
     base = np.asarray(scores[config_id(*BASELINE)])
+    base_trials = trials[config_id(*BASELINE)]
     cells = {}
     for cell in lattice():
         cid, x = cell["config_id"], np.asarray(scores.get(cell["config_id"], []))
@@ -129,11 +132,29 @@ def expected_cells(rows: list[dict], mode: str) -> dict[str, dict]:
             verdict = "holds"
         elif state["gain_lo"] is not None and state["gain_hi"] < -TOLERANCE:
             verdict = "breaks"
+        elif n_trials >= SETTINGS["max_seeds"]:
+            verdict = "inconclusive"
+        elif state["gain_lo"] is not None and abs(state["gain"] + TOLERANCE) < half_at_cap(
+            len(x), n_trials, len(base), base_trials, df, sp
+        ):
+            verdict, state["futile"] = "inconclusive", True
         else:
-            verdict = "inconclusive" if n_trials >= SETTINGS["max_seeds"] else "open"
-        cells[cid] = {**state, "verdict": verdict}
+            verdict = "open"
+        if verdict == "inconclusive" and state["gain_lo"] is not None:
+            state["needs_seeds"] = math.ceil(2 * (t * sp / abs(state["gain"] + TOLERANCE)) ** 2)
+        cells[cid] = {"futile": False, "needs_seeds": None, **state, "verdict": verdict}
     imply(cells)
     return cells
+
+
+def half_at_cap(n_c: int, trials_c: int, n_b: int, trials_b: int, df: int, sp: float) -> float:
+    """The interval's half-width were every trial left to the config (max_seeds in all, its failed ones lost) and
+    to the baseline (baseline_seeds) to finish, at the same level, with their seeds added to the pooled df."""
+    n_c_cap = SETTINGS["max_seeds"] - (trials_c - n_c)
+    n_b_cap = n_b + max(0, SETTINGS["baseline_seeds"] - trials_b)
+    looks = SETTINGS["max_seeds"] - SETTINGS["min_seeds"] + 1
+    t = stats.t.ppf(1 - SETTINGS["alpha"] / (2 * looks), df + n_c_cap - n_c + n_b_cap - n_b)
+    return t * sp * math.sqrt(1 / n_c_cap + 1 / n_b_cap)
 
 
 def imply(cells: dict[str, dict]) -> None:
@@ -149,9 +170,11 @@ def imply(cells: dict[str, dict]) -> None:
                 continue
             below = [h for h in holds if h < c["depth"]]
             above = [b for b in breaks if b > c["depth"]]
+            gain = c["gain"]  # a trained config's own gain on the other side of the tolerance: nothing implied
             if below:
-                c["implied"], c["implied_from"] = "holds", config_id(max(below), heads)
-            elif above:
+                if gain is None or gain >= -TOLERANCE:
+                    c["implied"], c["implied_from"] = "holds", config_id(max(below), heads)
+            elif above and (gain is None or gain < -TOLERANCE):
                 c["implied"], c["implied_from"] = "breaks", config_id(min(above), heads)
 
 
@@ -190,6 +213,7 @@ def test_edge_verdicts_match_an_independent_computation(tmp_path, mode):
             want["verdict"], want["implied"], want["implied_from"]), cid  # fmt: skip
         assert (row["n_seeds"], row["n_trials"], row["contradiction"]) == (
             want["n_seeds"], want["n_trials"], want["contradiction"]), cid  # fmt: skip
+        assert (row["futile"], row["needs_seeds"]) == (want["futile"], want["needs_seeds"]), cid
         for key in ("gain", "gain_lo", "gain_hi"):
             if want[key] is None:
                 assert row[key] is None, (cid, key)
@@ -202,6 +226,12 @@ def test_edge_verdicts_match_an_independent_computation(tmp_path, mode):
     assert states["d1h8"] == ("failed", "breaks") and got["d1h8"]["implied_from"] == "d2h8"
     assert states["d5h8"] == ("untried", "holds") and got["d5h8"]["implied_from"] == "d3h8"
     assert states["d5h2"][0] == "inconclusive" and states["d4h2"] == ("open", None)
+    assert states["d3h2"] == ("inconclusive", None) and expected["d3h2"]["futile"]  # stopped at 2 of 4 trials
+    needs = expected["d3h2"]["needs_seeds"]
+    assert needs > SETTINGS["max_seeds"] and got["d3h2"]["verdict_words"] == (
+        f"inconclusive (noise: needs ~{needs} seeds a side; stopped at 2 of 2 trials finished: the cap could not "
+        "settle it)")  # fmt: skip
+    assert got["d5h2"]["verdict_words"].startswith("inconclusive at the cap (4 of 4 trials finished; noise: needs ~")
     assert all(c["contradiction"] and c["implied"] is None for c in expected.values() if c["heads"] == 16)
     assert got["d4h4"]["verdict_words"] == "holds (implied by depth 3, measured)"
     assert got["d1h8"]["verdict_words"] == "failed (all 2 trials); breaks (implied by depth 2, measured)"
@@ -220,7 +250,7 @@ def test_edge_columns_bracket_each_edge_by_measurements(tmp_path):
         assert row["depths"] == list(DEPTHS)
     assert got[8]["description"] == "breaks at depth 2, holds from depth 3"
     assert got[4]["description"] == "not found: still measuring"  # depth 2 is open between a break and a hold
-    assert got[2]["description"] == "not found: depth 5 inconclusive"
+    assert got[2]["description"] == "not found: depth 3 inconclusive; depth 5 inconclusive"
     assert got[16]["description"] == "not found: depth is not monotone in this column"
 
     def interval(cid):
@@ -305,6 +335,9 @@ def test_the_views_judge_as_the_searchs_own_core_does(tmp_path, mode):
         row = got[cid]
         assert (row["verdict"], row["implied"], row["implied_from"], row["n_seeds"], row["n_trials"]) == (
             want.verdict, want.implied, want.implied_from, want.n_seeds, want.n_trials), cid  # fmt: skip
+        assert (row["futile"], row["needs_seeds"]) == (want.futile, want.needs_seeds), cid
+        if want.verdict not in ("holds", "breaks", "baseline") and want.implied is None:
+            assert row["verdict_words"] == edge.state_words(want), cid
         for key in ("gain", "gain_lo", "gain_hi"):
             value = getattr(want, key)
             assert row[key] == (value if value is None else pytest.approx(value, rel=1e-6, abs=1e-6)), (cid, key)
@@ -315,3 +348,29 @@ def test_the_views_judge_as_the_searchs_own_core_does(tmp_path, mode):
             want.breaks_at_depth, want.holds_from_depth, want.found, want.description)  # fmt: skip
     said = sorted(r["contradiction_words"] for r in columns.values() if r["contradiction"])
     assert sorted(state.contradictions) == said and len(said) == 1
+
+
+def test_a_record_without_the_futility_setting_was_judged_without_it(tmp_path):
+    """A search recorded before ``futility`` existed stopped configs only at the cap: the views judge it so."""
+    results = tmp_path / "results"
+    rows = trial_rows("max", np.random.default_rng(0))
+    write_atomic(table_from_rows("trials", rows), results / "trials" / SPACE / "s1" / "rows.parquet")
+    old = {k: v for k, v in SETTINGS.items() if k != "futility"}
+    search = json.dumps({**old, "lattice": lattice()}, sort_keys=True)
+    record_space(results, SPACE, "s1", None, "where does it break?", "top1", "max", TOLERANCE, "{}", search)
+    got = {r["config_id"]: r for r in query(results, "FROM edge_verdicts")}
+    assert query(results, "SELECT futility FROM edge_settings")[0]["futility"] is False
+    assert (got["d3h2"]["verdict"], got["d3h2"]["futile"], got["d3h2"]["needs_seeds"]) == ("open", False, None)
+
+
+def test_a_config_whose_own_gain_leans_against_the_implied_hold_gets_none(tmp_path, monkeypatch):
+    """Depth 4 at 8 heads trained below the bound without a verdict: depth 3's hold does not imply it (the
+    independent computation says the same), while untried depth 5 is still implied."""
+    monkeypatch.setitem(PLANTED, (4, 8), (89.3, ["ok"] * 2))
+    results = tmp_path / "results"
+    rows = write_edge_space(results)
+    expected = expected_cells(rows, "max")
+    got = {r["config_id"]: r for r in query(results, "FROM edge_verdicts")}
+    assert expected["d4h8"]["gain"] < -TOLERANCE < expected["d4h8"]["gain_hi"]
+    assert (got["d4h8"]["verdict"], got["d4h8"]["implied"]) == (expected["d4h8"]["verdict"], None)
+    assert (got["d5h8"]["implied"], got["d5h8"]["implied_from"]) == ("holds", "d3h8")

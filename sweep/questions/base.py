@@ -82,7 +82,13 @@ class Axis:
     fixed ``model:`` value of that field is the axis's one value when it has none under ``axes:``.
     ``item_type``: what each value under ``axes:`` is (``int``: whole numbers >= 1, as a list or a range;
     ``str``: names). ``in_plan``: whether ``sweep plan``'s table shows it, when some config is off the default;
-    ``plan_after``: the column it follows there.
+    ``plan_after``: the column it follows there. ``order_sql``: how the views sort by it (None: its name,
+    ascending). ``across_heads``: (SQL expression, column name) the views partition by where the heads vary at a
+    fixed width, as head_dim_edge does (None: the axis itself; grouped-query attention's is the query heads per
+    key/value head, which such a line keeps fixed).
+
+    The views name every declared axis where they group, partition, match, or sort by a config's shape: at the
+    ``/*@axes…*/`` tokens of their SQL (``sweep/analysis/views/__init__.py`` ``expand_axis_tokens``).
 
     A declared axis whose name is a field of :class:`sweep.space.shapes.Shape` (the shipped ones) is held there
     and under ``axes:`` by its own key of :class:`sweep.space.model.Axes`; any other is held in ``Shape.axes``
@@ -99,6 +105,8 @@ class Axis:
     item_type: type = int
     in_plan: bool = True
     plan_after: str | None = "num_heads"
+    order_sql: str | None = None
+    across_heads: tuple[str, str] | None = None
 
     @property
     def field(self) -> str:

@@ -18,8 +18,8 @@
 --                 NULL when a side has fewer than 2 seeds with κ (kappa_evidence 'single seed')
 CREATE OR REPLACE VIEW conditioning_effect AS
 WITH sides AS (
-    SELECT c.space, c.metric, c.metric_mode, c.family, c.depth, c.num_heads, c.head_dim, c.embed_dim, c.mlp_dim,
-           c.num_kv_heads, c.conditioning, c.config_id, c.n_seeds, c.score_mean, c.score_sd, c.kappa_mean,
+    SELECT c.space, c.metric, c.metric_mode, c.family, c.depth, c.num_heads, c.head_dim, c.embed_dim,
+           c.mlp_dim/*@axes c.*/, c.config_id, c.n_seeds, c.score_mean, c.score_sd, c.kappa_mean,
            c.log_kappa_mean, c.log_kappa_sd, c.n_kappa,
            z.config_id AS none_config_id, z.n_seeds AS none_seeds, z.score_mean AS none_score, z.score_sd AS none_sd,
            z.kappa_mean AS none_kappa_mean, z.log_kappa_mean AS none_log_kappa, z.log_kappa_sd AS none_log_kappa_sd,
@@ -28,7 +28,7 @@ WITH sides AS (
     FROM configs c JOIN configs z
       ON z.space = c.space AND z.metric = c.metric AND z.family IS NOT DISTINCT FROM c.family AND z.depth = c.depth
      AND z.num_heads = c.num_heads AND z.head_dim = c.head_dim AND z.embed_dim = c.embed_dim
-     AND z.mlp_dim = c.mlp_dim AND z.num_kv_heads = c.num_kv_heads AND z.conditioning = 'none'
+     AND z.mlp_dim = c.mlp_dim/*@axes-same z c but conditioning*/ AND z.conditioning = 'none'
     WHERE c.conditioning <> 'none'
 ),
 intervals AS (
@@ -48,8 +48,8 @@ bounds AS (
         delta_log_kappa + t95(kappa_welch_df) * log_kappa_se AS delta_log_kappa_hi
     FROM intervals
 )
-SELECT space, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads,
-       conditioning, config_id, none_config_id, n_seeds, none_seeds, score_mean, none_score,
+SELECT space, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim/*@axes*/,
+       config_id, none_config_id, n_seeds, none_seeds, score_mean, none_score,
        delta, delta_lo, delta_hi, welch_df,
        better * delta AS gain,
        signed_lo(better, delta_lo, delta_hi) AS gain_lo,
@@ -67,7 +67,7 @@ SELECT space, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim
             WHEN n_kappa = 1 OR none_n_kappa = 1 THEN 'single seed'
             ELSE 'welch t, 95%' END AS kappa_evidence
 FROM bounds
-ORDER BY space, metric, family, embed_dim, mlp_dim, depth, num_heads, num_kv_heads, conditioning;
+ORDER BY space, metric, family, embed_dim, mlp_dim, depth, num_heads/*@axes*/;
 
 -- conditioning_vs_heads: does a shallower model with a conditioning intervention close the gap that extra
 -- heads close? Per (space, metric, family), for each depth d below the baseline's (baseline: configs'

@@ -22,6 +22,8 @@ class GroupedQueryQuestion(Question):
             "BIGINT",
             "key/value heads (grouped-query attention); = num_heads for multi-head attention",
             default_sql="num_heads",  # None in a shape: as many as its heads (Shape.kv_heads)
+            order_sql="num_kv_heads DESC",  # multi-head attention first
+            across_heads=("num_heads // num_kv_heads", "heads_per_kv_head"),
         ),
     )
     # What grouping saves when decoding, beside what it costs: the report's verdict table adds these for a

@@ -33,7 +33,49 @@ def views_text() -> str:
     from sweep.results.reader import compat_sql
 
     core = [compat_sql(), *(core_sql(name) for name in CORE_FILES)]
-    return "\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))])
+    return expand_axis_tokens("\n".join([*core, *filter(None, (q.sql_text() for q in QUESTIONS))]))
+
+
+# A view's place for every declared axis (Question.axes), written as an SQL comment so the file stays valid SQL.
+# With two axes, kv (ordered DESC, across heads: heads // kv AS per_kv) and cond:
+#   /*@axes*/                 , kv, cond                 (each axis's name)
+#   /*@axes c.*/              , c.kv, c.cond             (a table's prefix)
+#   /*@axes m. AS matched_*/  , m.kv AS matched_kv, m.cond AS matched_cond
+#   /*@axes-order*/           , kv DESC, cond            (Axis.order_sql)
+#   /*@axes-across-heads*/    , heads // kv, cond        (Axis.across_heads; "AS": aliased, "names": the aliases)
+#   /*@axes-same z c but cond*/   AND z.kv = c.kv        (a join on every other axis)
+AXIS_TOKEN = re.compile(r"/\*@axes(?P<kind>-order|-across-heads|-same)?(?: (?P<spec>[^*]*?))?\*/")
+
+
+def expand_axis_tokens(text: str) -> str:
+    """``text`` with each ``/*@axes…*/`` token (:data:`AXIS_TOKEN`) replaced by the declared axes, each after a
+    comma: a new question's axis is grouped, partitioned, matched and sorted by wherever the shipped ones are."""
+
+    def expanded(token: re.Match) -> str:
+        joint = " AND " if token["kind"] == "-same" else ", "
+        return "".join(f"{joint}{item}" for item in axis_items(token["kind"], token["spec"] or ""))
+
+    return AXIS_TOKEN.sub(expanded, text)
+
+
+def axis_items(kind: str | None, spec: str) -> list[str]:
+    """The items one ``/*@axes…*/`` token stands for, one per declared axis (:func:`expand_axis_tokens`)."""
+    items = []
+    for axis in declared_axes():
+        if kind == "-order":
+            items.append(axis.order_sql or axis.name)
+        elif kind == "-same":
+            left, right, *but = spec.replace(" but ", " ").split()
+            if axis.name not in but:
+                items.append(f"{left}.{axis.name} = {right}.{axis.name}")
+        elif kind == "-across-heads":
+            expression, alias = axis.across_heads or (axis.name, axis.name)
+            aliased = f"{expression} AS {alias}" if expression != alias else alias
+            items.append({"": expression, "AS": aliased, "names": alias}[spec])
+        else:
+            source, _, alias = spec.partition(" AS ")
+            items.append(f"{source}{axis.name}" + (f" AS {alias}{axis.name}" if alias else ""))
+    return items
 
 
 def core_sql(name: str) -> str:

@@ -19,8 +19,8 @@ ranked AS (
         max(goodness) OVER (PARTITION BY space, metric, params) AS best_with_same_params
     FROM finished
 )
-SELECT space, config_id, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
-       num_kv_heads, conditioning, n_seeds, score_mean, score_se, params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes,
+SELECT space, config_id, metric, metric_mode, family, depth, num_heads, head_dim, embed_dim, mlp_dim,
+       attn_dim/*@axes*/, n_seeds, score_mean, score_se, params, flops_per_sample, train_samples_per_s, infer_samples_per_s, peak_mem_bytes,
        kappa_mean, is_baseline
 FROM ranked
 WHERE (best_with_fewer_params IS NULL OR goodness > best_with_fewer_params)
@@ -72,12 +72,11 @@ finished AS (
 ),
 ranked AS (
     SELECT c.space, c.metric, c.metric_mode, c.family, c.config_id, c.depth, c.num_heads, c.head_dim, c.embed_dim,
-           c.mlp_dim, c.attn_dim, c.num_kv_heads, c.conditioning, c.n_seeds, c.score_mean, c.score_sd, c.cost_kind,
+           c.mlp_dim, c.attn_dim/*@axes c.*/, c.n_seeds, c.score_mean, c.score_sd, c.cost_kind,
            c.cost,
            m.config_id AS matched_config_id, m.depth AS matched_depth, m.num_heads AS matched_num_heads,
            m.head_dim AS matched_head_dim, m.embed_dim AS matched_embed_dim, m.mlp_dim AS matched_mlp_dim,
-           m.attn_dim AS matched_attn_dim, m.num_kv_heads AS matched_num_kv_heads,
-           m.conditioning AS matched_conditioning, coalesce(m.is_baseline, false) AS matched_is_baseline,
+           m.attn_dim AS matched_attn_dim/*@axes m. AS matched_*/, coalesce(m.is_baseline, false) AS matched_is_baseline,
            m.n_seeds AS matched_n_seeds, m.score_mean AS matched_score, m.score_sd AS matched_sd,
            m.cost AS matched_cost,
            row_number() OVER (PARTITION BY c.space, c.metric, c.family, c.config_id, c.cost_kind
@@ -113,10 +112,10 @@ judged AS (
         rival_verdict(has_interval, gain, gain_lo, gain_hi, tol) AS verdict
     FROM gains
 )
-SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim, attn_dim,
-       num_kv_heads, conditioning, n_seeds, score_mean, cost_kind, cost,
+SELECT space, metric, metric_mode, family, config_id, depth, num_heads, head_dim, embed_dim, mlp_dim,
+       attn_dim/*@axes*/, n_seeds, score_mean, cost_kind, cost,
        matched_config_id, matched_depth, matched_num_heads, matched_head_dim, matched_embed_dim, matched_mlp_dim,
-       matched_attn_dim, matched_num_kv_heads, matched_conditioning, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
+       matched_attn_dim/*@axes matched_*/, matched_is_baseline, matched_n_seeds, matched_score, matched_cost,
        cost / matched_cost AS cost_ratio,
        delta, delta_lo, delta_hi, welch_df, gain, gain_lo, gain_hi, tol AS tolerance,
        pair_evidence(has_interval) AS evidence,

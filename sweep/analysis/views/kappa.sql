@@ -11,21 +11,21 @@ WITH last_probe AS (
 ),
 final_kappa AS (
     SELECT t.space, t.config_id, t.family, t.depth, t.num_heads, t.head_dim, t.embed_dim, t.attn_dim,
-           t.num_kv_heads, t.conditioning, t.head_dim_rule, t.seed, t.metric, t.score, l.attention, l.layer, l.kappa, l.kappa_max
+           t.head_dim_rule/*@axes t.*/, t.seed, t.metric, t.score, l.attention, l.layer, l.kappa, l.kappa_max
     FROM last_probe l JOIN trials t USING (trial_id)
     WHERE l.epoch = l.last_epoch AND t.status = 'ok'
 )
-SELECT space, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning,
+SELECT space, family, depth, num_heads, head_dim, embed_dim, attn_dim/*@axes*/,
        any_value(head_dim_rule) AS head_dim_rule,
        attention, layer, count(DISTINCT seed) AS n_seeds,
        median(kappa) AS kappa_median, avg(kappa) AS kappa_mean, max(kappa_max) AS kappa_max,
        metric, avg(score) AS score_mean
 FROM final_kappa
 GROUP BY GROUPING SETS (
-    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning, attention, layer),
-    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning, attention),
-    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim, num_kv_heads, conditioning))
-ORDER BY space, family, depth, num_heads, head_dim, attn_dim, num_kv_heads DESC, conditioning, attention NULLS LAST,
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim/*@axes*/, attention, layer),
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim/*@axes*/, attention),
+    (space, metric, family, depth, num_heads, head_dim, embed_dim, attn_dim/*@axes*/))
+ORDER BY space, family, depth, num_heads, head_dim, attn_dim/*@axes-order*/, attention NULLS LAST,
          layer NULLS LAST;
 
 -- kappa_accuracy: does κ track the headline metric across configs? Per space, metric and family:

@@ -174,7 +174,7 @@ FROM gains;
 CREATE OR REPLACE VIEW vs_baseline AS
 FROM vs_baseline_at(getvariable('tolerance'));
 
--- depth_edge: along depth, for each (space, num_heads, head_dim, num_kv_heads, conditioning) at the baseline's
+-- depth_edge: along depth, for each (space, num_heads, head_dim, each question's axis) at the baseline's
 -- width and MLP (and per model family and headline metric: a space of one family judged on one metric has one row per shape;
 -- and per lr_arm: a tuned sweep's edges apart from an untuned one's in the same results). Read from the verdicts, so it
 -- works alike for metrics where higher is better and where lower is.
@@ -188,14 +188,13 @@ WITH ranked AS (
     SELECT *,
         -- non-holding depths from the baseline's depth down to this one: 0 means all of them hold
         sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads,
-                         conditioning
+            PARTITION BY space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim/*@axes*/
             ORDER BY depth DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE depth <= baseline_depth
 )
-SELECT space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim, num_kv_heads, conditioning,
+SELECT space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim/*@axes*/,
     min(depth) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_depth,
     -- rows with misses_above >= 1 are exactly the depths below holds_down_to_depth
     max(depth) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_depth,
@@ -203,7 +202,7 @@ SELECT space, metric, family, lr_arm, num_heads, head_dim, embed_dim, mlp_dim, n
     list(verdict ORDER BY depth) AS verdicts
 FROM ranked
 GROUP BY ALL
-ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim, num_kv_heads DESC, conditioning;
+ORDER BY space, family, embed_dim, mlp_dim, num_heads, head_dim/*@axes-order*/;
 
 -- head_dim_edge: along head_dim at fixed d_model (the fixed_d_model arm), for each (space, depth) (and per
 -- model family and headline metric, query heads per key/value head, and conditioning intervention).
@@ -215,19 +214,17 @@ CREATE OR REPLACE VIEW head_dim_edge AS
 WITH ranked AS (
     SELECT *,
         sum(CASE WHEN verdict IN ('holds', 'baseline') THEN 0 ELSE 1 END) OVER (
-            PARTITION BY space, metric, family, lr_arm, depth, embed_dim, mlp_dim, num_heads // num_kv_heads,
-                         conditioning
+            PARTITION BY space, metric, family, lr_arm, depth, embed_dim, mlp_dim/*@axes-across-heads*/
             ORDER BY head_dim DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS misses_above
     FROM vs_baseline
     WHERE attn_dim = embed_dim AND head_dim <= baseline_head_dim
 )
-SELECT space, metric, family, lr_arm, depth, embed_dim, mlp_dim, num_heads // num_kv_heads AS heads_per_kv_head,
-    conditioning,
+SELECT space, metric, family, lr_arm, depth, embed_dim, mlp_dim/*@axes-across-heads AS*/,
     min(head_dim) FILTER (WHERE misses_above = 0 AND verdict = 'holds') AS holds_down_to_head_dim,
     max(head_dim) FILTER (WHERE misses_above >= 1 AND verdict = 'breaks') AS breaks_at_head_dim,
     list(head_dim ORDER BY head_dim) AS head_dims_tried,
     list(verdict ORDER BY head_dim) AS verdicts
 FROM ranked
 GROUP BY ALL
-ORDER BY space, family, embed_dim, mlp_dim, depth, heads_per_kv_head, conditioning;
+ORDER BY space, family, embed_dim, mlp_dim, depth/*@axes-across-heads names*/;

@@ -219,5 +219,17 @@ def test_a_declared_axis_reaches_the_results_the_views_and_the_report(toy, tmp_p
         results, "SELECT toy_patch, count(*) AS n, avg(delta) AS delta FROM vs_baseline GROUP BY 1 ORDER BY 1"
     )
     assert [(r["toy_patch"], r["n"], round(r["delta"], 9)) for r in judged] == [(2, 12, 0.0), (4, 12, -10.0)]
+    # the edges and the matched budgets name the axis and keep its values apart (the views' /*@axes*/ tokens):
+    # one edge row per (heads, patch), 3 depths each; patch 4 breaks at every depth, patch 2 nowhere
+    edges = query(results, "SELECT num_heads, toy_patch, verdicts, breaks_at_depth FROM depth_edge")
+    assert sorted((e["num_heads"], e["toy_patch"], e["breaks_at_depth"]) for e in edges) == [
+        (h, p, None if p == 2 else 4) for h in (1, 4, 16, 64) for p in (2, 4)
+    ]
+    assert {tuple(e["verdicts"]) for e in edges if e["toy_patch"] == 4} == {("breaks",) * 3}
+    assert all("breaks" not in e["verdicts"] and len(e["verdicts"]) == 3 for e in edges if e["toy_patch"] == 2)
+    matched = query(
+        results, "SELECT DISTINCT toy_patch, matched_toy_patch FROM matched_budget WHERE cost_kind = 'params'"
+    )
+    assert matched and all(m["matched_toy_patch"] in (2, 4) for m in matched)
     report = write_report(name, results, tmp_path / "report").read_text()
     assert "Patch 2: 12 configs.\n\nPatch 4: 12 configs." in report

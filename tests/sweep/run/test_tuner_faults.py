@@ -15,7 +15,7 @@ from sweep.cli import main
 from sweep.plan.plan import make_plan
 from sweep.run.tuner import run_sweep
 from sweep.space.loader import load_space
-from tests.helpers import SWEEP, running_local_ray
+from tests.helpers import SWEEP, SharedRay, running_local_ray
 
 # Every test here runs whole sweeps (slow). Those that kill drivers, workers or Ray nodes are `serial`: run
 # beside other Ray tests, a killed node can take a neighbour's cluster with it, so make test runs them alone
@@ -209,6 +209,7 @@ class NodeWatcher(tune.Callback):
 def test_trials_run_on_two_nodes_and_losing_one_loses_no_row(tmp_path):
     from ray.cluster_utils import Cluster
 
+    SharedRay.stop()  # this process's shared Ray, if up: the driver below joins the cluster instead
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     worker = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()

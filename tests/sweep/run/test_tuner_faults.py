@@ -15,7 +15,7 @@ from sweep.cli import main
 from sweep.plan.plan import make_plan
 from sweep.run.tuner import run_sweep
 from sweep.space.loader import load_space
-from tests.helpers import SWEEP, SharedRay, running_local_ray
+from tests.helpers import SWEEP, SharedRay
 
 # Every test here runs whole sweeps (slow). Those that kill drivers, workers or Ray nodes are `serial`: run
 # beside other Ray tests, a killed node can take a neighbour's cluster with it, so make test runs them alone
@@ -178,13 +178,12 @@ class KillWorkerOnce(tune.Callback):
 
 
 @pytest.mark.serial
-def test_killed_worker_resumes_from_its_checkpoint(tmp_path):
+def test_killed_worker_resumes_from_its_checkpoint(tmp_path, local_ray):
     path = write_space(tmp_path, epochs=3)
     plan, expected = planned_pairs(path)
     results = tmp_path / "results"
     killer = KillWorkerOnce()
-    with running_local_ray():  # this test's own: the next one starts a two-node cluster
-        run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])
+    run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])  # Ray starts a new worker
     rows = assert_exactly(results, expected)
     assert {status for _, _, status, _ in rows} == {"ok"}
     killed = f"trial_id = '{killer.killed_trial}'"

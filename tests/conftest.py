@@ -10,7 +10,7 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
 import pytest
 import torch
 
-from tests.helpers import TORCH_THREADS, running_local_ray, trial_row, write_csv
+from tests.helpers import TORCH_THREADS, SharedRay, trial_row, write_csv
 
 # Tests run on CPU with few threads; the CI machine has 2 cores (one thread per pytest-xdist process).
 torch.set_num_threads(TORCH_THREADS)
@@ -75,12 +75,20 @@ def tiny_vit_config():
     }
 
 
+@pytest.fixture(scope="session")
+def shared_ray():
+    """tests/helpers.py's :class:`SharedRay`, shut down at the end of the session (each pytest-xdist process
+    has its own)."""
+    yield SharedRay
+    SharedRay.stop()
+
+
 @pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray for every test of a module that asks for it (each module its own, so each pytest-xdist
-    process starts and stops its own)."""
-    with running_local_ray():
-        yield
+def local_ray(shared_ray):
+    """A local Ray of two CPUs for every test of a module that asks for it: this process's shared one
+    (:class:`tests.helpers.SharedRay`), started anew only where the environment changed. Yields its GCS
+    address."""
+    yield shared_ray.start()
 
 
 # The space `planted_adaptive` plants rows of (tests/sweep/analysis/test_adaptive.py,

@@ -45,17 +45,70 @@ VIEWS = print_views()
 SWEEP = str(Path(sys.executable).parent / "sweep")  # the console script of the interpreter under test
 
 
+# What ``ray.init`` is given for a local Ray of two CPUs; address="local": a Ray of its own, even while a serial
+# test's cluster runs beside it (ray.init() would join it).
+LOCAL_RAY = {"address": "local", "num_cpus": 2, "include_dashboard": False, "_node_ip_address": "127.0.0.1",
+             "log_to_driver": False}  # fmt: skip
+PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # "0": one process fewer to start on a 2-core machine
+# Environment variables that change from test to test, or that a sweep's driver sets for itself the first time
+# it runs, so not a reason to start Ray anew: `sweep run` sets RAY_AIR_NEW_OUTPUT for its own output
+# (sweep/run/tuner.py's configure_output), and Tune the others in its first run (they stay set).
+VOLATILE_ENV = ("PYTEST_CURRENT_TEST", "RAY_AIR_NEW_OUTPUT", "TUNE_DISABLE_SIGINT_HANDLER", "KMP_INIT_AT_FORK",
+                "KMP_DUPLICATE_LIB_OK")  # fmt: skip
+
+
+def ray_environment() -> tuple:
+    """What a Ray's worker processes inherit from the process that started it: its working folder and its
+    environment (less what changes from test to test)."""
+    return os.getcwd(), tuple(sorted((k, v) for k, v in os.environ.items() if k not in VOLATILE_ENV))
+
+
+class SharedRay:
+    """One local Ray of two CPUs for this test process, shared by every module that asks for ``local_ray``
+    (tests/conftest.py): a Ray start is about 5-10 s of the 2 cores, and its first trial's worker processes
+    another few seconds each to import torch, once instead of once per module. It is shared only where it would
+    have been started the same: when this process's working folder or environment differs from when it started
+    (a module's fixture set variables its workers must inherit, such as W&B's or S3's), it is stopped and started
+    anew. A test that needs a Ray or cluster of its own stops it first (:func:`running_local_ray`,
+    :meth:`stop`); the next ``local_ray`` starts it again."""
+
+    started_in: tuple | None = None  # ray_environment() just after it started; None: not running
+
+    @classmethod
+    def start(cls) -> str:
+        """The shared Ray, started unless it runs in this process's present environment; its GCS address."""
+        import ray
+
+        if cls.started_in is not None and (cls.started_in != ray_environment() or not ray.is_initialized()):
+            cls.stop()
+        if cls.started_in is None:
+            os.environ[PREEMPTION_WATCHER] = "0"
+            ray.init(**LOCAL_RAY)
+            cls.started_in = ray_environment()  # after: ray.init sets variables of its own, and they stay
+        return ray.get_runtime_context().gcs_address
+
+    @classmethod
+    def stop(cls) -> None:
+        """Shuts the shared Ray down, if it runs (at the end of the session, or for a test's own Ray)."""
+        import ray
+
+        if cls.started_in is None:
+            return
+        cls.started_in = None
+        ray.shutdown()
+        os.environ.pop(PREEMPTION_WATCHER, None)
+
+
 @contextlib.contextmanager
 def running_local_ray() -> Iterator[None]:
-    """A local Ray of two CPUs for the block: ``sweep run`` and ``run_sweep`` find it initialised and use it."""
+    """A local Ray of two CPUs for the block, of its own (the shared one stopped first): ``sweep run`` and
+    ``run_sweep`` find it initialised and use it."""
     import ray
 
+    SharedRay.stop()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")  # one process fewer to start on a 2-core machine
-        # address="local": a Ray of its own, even while a serial test's cluster runs beside it (ray.init() would join)
-        ray.init(
-            address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
-        )
+        patch.setenv(PREEMPTION_WATCHER, "0")
+        ray.init(**LOCAL_RAY)
         try:
             yield
         finally:
@@ -119,10 +172,11 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
 
 def run_smoke_profile(space: str, results: Path, capfd) -> list[dict]:
     """``sweep run SPACE --profile smoke --quiet`` through the CLI's entry point (``sweep.cli.main``) in this
-    process, on the local Ray a test fixture started (``local_ray``): the sweeps of one module share it and its
-    warm worker processes (a subprocess would start both anew, about 15 s of two cores; tests/sweep/run/
-    test_tuner_faults.py runs the console script in subprocesses). It must succeed and print none of Ray's,
-    Tune's or Optuna's own lines. Returns the trials it recorded, by family, depth and number of heads."""
+    process, on the local Ray a test fixture started (``local_ray``): the sweeps of this test process share it
+    and its warm worker processes (a subprocess would start both anew, about 15 s of two cores; tests/sweep/run/
+    test_tuner_faults.py runs the console script in subprocesses only where a driver is killed or holds a lock).
+    It must succeed and print none of Ray's, Tune's or Optuna's own lines. Returns the trials it recorded, by
+    family, depth and number of heads."""
     from sweep.cli import main
 
     code = main(["run", space, "--profile", "smoke", "--results", str(results), "--quiet"])

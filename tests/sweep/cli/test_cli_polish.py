@@ -73,6 +73,7 @@ def test_one_import_problem_is_one_problem(tmp_path, capsys):
     assert "(1 problem)" in err and "1 problems" not in err
 
 
+@pytest.mark.slow
 def test_report_captions_the_pareto_table_and_says_each_kappa_line_once(tmp_path, capsys):
     """One width (d_model 64): the across-widths ρ is the fixed-width one, printed once; the Pareto table has
     its caption."""
@@ -94,6 +95,7 @@ def test_report_captions_the_pareto_table_and_says_each_kappa_line_once(tmp_path
     assert "the 2 configs of the Pareto front" in pareto
 
 
+@pytest.mark.slow
 def test_html_heatmap_washes_out_inconclusive_cells_and_one_epoch_kappa_says_so(tmp_path, capsys):
     """Through ``sweep report``: each inconclusive cell (and only those) is covered by a pale dotted rectangle,
     as the PNG hatches them; κ recorded at one epoch only gives a note, not dots on an empty axis."""

@@ -66,6 +66,7 @@ def known_answers(results, tmp_path, capsys) -> str:
     return text[text.index("## Known answers") :]
 
 
+@pytest.mark.slow
 def test_smoke_run_with_both_sides_at_chance_is_inconclusive_not_a_disagreement(tmp_path, capsys):
     # the smoke profile's numbers: 0.8% and 1.0% against chance 12.5%
     results = planted(tmp_path, {1: [0.8, 0.8], 8: [1.0, 1.2]}, capsys)

@@ -105,6 +105,7 @@ def sink_trial(payload: dict, score: float) -> SimpleNamespace:
     return trial, record
 
 
+@pytest.mark.slow
 def test_a_declared_label_reaches_the_results_the_views_and_the_report(toy, tmp_path, capsys):
     plan = make_plan(*load_space(SPACE))
     results = tmp_path / "results"
@@ -196,6 +197,7 @@ def test_the_plan_crosses_a_declared_axis_and_the_worker_builds_it(toy, tmp_path
     assert sorted({row["toy_patch"] for row in trials}) == [2, 4] and len(trials) == len(plan.configs)
 
 
+@pytest.mark.slow
 def test_a_declared_axis_reaches_the_results_the_views_and_the_report(toy, tmp_path):
     name, space, profile = load_space(toy_space(tmp_path))
     plan = make_plan(name, space, profile)

@@ -138,6 +138,7 @@ def false_calls(results) -> float:
     return sum(v["verdict"] in ("holds", "breaks") for v in verdicts) / LANDSCAPES
 
 
+@pytest.mark.slow
 def test_fresh_verdict_seeds_keep_false_calls_within_5_percent_where_the_selection_runs_do_not(tmp_path):
     rng = random.Random(20261205)
     tuned, reused = tmp_path / "tuned", tmp_path / "reused"
@@ -185,6 +186,7 @@ def said_rows(space: str) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_the_verdict_words_say_whether_a_break_survives_tuning_and_the_report_draws_the_curves(tmp_path):
     from sweep.analysis.report.write import write_report
     from sweep.results.sink import record_space

@@ -67,11 +67,10 @@ def prefix(s3_server, request):
 
 
 @pytest.fixture(scope="module")
-def local_ray(s3_server):
-    """One Ray for the sweeps here, started after the server so its workers inherit the AWS variables."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+def local_ray(s3_server, shared_ray):
+    """conftest's ``local_ray`` for the sweeps here, asked for after the server started, so its workers inherit the
+    AWS variables (the shared Ray starts anew: the environment changed). Yields its GCS address."""
+    yield shared_ray.start()
 
 
 def objects(prefix: str) -> list[str]:

@@ -199,18 +199,14 @@ def test_an_unreachable_hub_makes_the_preflight_read_the_cache_only(tmp_path, ca
 
 
 @pytest.mark.slow
-def test_with_ray_address_resources_are_checked_against_the_live_nodes(monkeypatch):
-    """RAY_ADDRESS: the nodes are Ray's live ones (here the 2-CPU local Ray the test starts, reached at its
-    GCS address), not this machine's cores."""
-    import ray
-
+def test_with_ray_address_resources_are_checked_against_the_live_nodes(monkeypatch, local_ray):
+    """RAY_ADDRESS: the nodes are Ray's live ones (here conftest's 2-CPU local Ray, reached at its GCS address),
+    not this machine's cores."""
     from sweep.run.preflight import cluster_nodes
-    from tests.helpers import running_local_ray
 
-    with running_local_ray():
-        address = ray.get_runtime_context().gcs_address
-        monkeypatch.setenv("RAY_ADDRESS", address)
-        where, nodes = cluster_nodes()
+    address = local_ray
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    where, nodes = cluster_nodes()
     assert where == f"the Ray cluster at {address}"
     assert nodes == [{"CPU": 2.0, "GPU": 0.0}]
     assert "more than 2" in resource_problem(Resources(cpus_per_trial=3), where, nodes)
@@ -246,22 +242,19 @@ def test_with_compile_the_step_goes_through_torch_compile_and_a_compile_error_is
 
 
 @pytest.mark.slow
-def test_with_ray_address_the_data_is_looked_for_on_each_node_that_can_hold_a_trial(tmp_path, monkeypatch):
+def test_with_ray_address_the_data_is_looked_for_on_each_node_that_can_hold_a_trial(tmp_path, monkeypatch, local_ray):
     """RAY_ADDRESS: the data check runs as a Ray task pinned to each live node (here the local Ray's one node),
     so a folder missing on a worker node is a one-line problem naming the node before any trial."""
     import ray
-
-    from tests.helpers import running_local_ray
 
     args = build_parser().parse_args(["plan", str(missing_folder_space(tmp_path)), "--profile", "quick"])
     missing = load_plan(args)
     found = digits_plan()
     found.configs = found.configs[:1]
-    with running_local_ray():
-        monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
-        node_ip = ray.nodes()[0]["NodeManagerAddress"]
-        found_rows = preflight(found, "local_digits", tmp_path / "r1")
-        missing_rows = preflight(missing, str(tmp_path / "missing.yaml"), tmp_path / "r2")
+    monkeypatch.setenv("RAY_ADDRESS", local_ray)
+    node_ip = ray.nodes()[0]["NodeManagerAddress"]
+    found_rows = preflight(found, "local_digits", tmp_path / "r1")
+    missing_rows = preflight(missing, str(tmp_path / "missing.yaml"), tmp_path / "r2")
     on_nodes = next(row for row in found_rows if row.config_id == "data on nodes")
     assert on_nodes.ok and on_nodes.checked.startswith("found on each of the 1 node(s)")
     assert all(row.ok for row in found_rows)

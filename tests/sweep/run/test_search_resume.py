@@ -248,6 +248,7 @@ def test_sweep_run_twice_resumes_the_study_and_trains_no_pair_twice(tmp_path, lo
 # --- grids: only the new cells -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_grid_run_again_runs_only_new_seeds_axis_values_and_profiles(searched, monkeypatch, capsys):
     _, results, ids, plant = searched
     plant([(shape, seed, 90.0, "ok", None) for shape in ids for seed in (0, 1)])  # the whole grid, seeds 0 and 1

@@ -23,7 +23,6 @@ from sweep.plan.plan import make_plan
 from sweep.run.trackers import MLflowTracker, TensorBoardTracker
 from sweep.space.loader import load_space
 from sweep.space.model import Log, MLflowSettings, TensorBoardSettings
-from tests.helpers import running_local_ray
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -48,14 +47,13 @@ log:
 
 
 @pytest.fixture(scope="module")
-def local_ray(tmp_path_factory):
+def local_ray(tmp_path_factory, shared_ray):
     """conftest's ``local_ray``, with W&B's caches and logs in folders of the test session's, not ~/.cache (set
     before Ray starts, so its workers see them)."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("WANDB_CACHE_DIR", str(tmp_path_factory.mktemp("wandb-cache")))
         env.setenv("WANDB_CONFIG_DIR", str(tmp_path_factory.mktemp("wandb-config")))
-        with running_local_ray():
-            yield
+        yield shared_ray.start()  # started anew: the environment changed
 
 
 def write_space(folder: Path, text: str = SPACE) -> Path:

@@ -15,11 +15,11 @@ from sweep.cli import main
 from sweep.plan.plan import make_plan
 from sweep.run.tuner import run_sweep
 from sweep.space.loader import load_space
-from tests.helpers import SWEEP, running_local_ray
+from tests.helpers import SWEEP, SharedRay
 
 # Every test here runs whole sweeps (slow). Those that kill drivers, workers or Ray nodes are `serial`: run
 # beside other Ray tests, a killed node can take a neighbour's cluster with it, so make test runs them alone
-# after the parallel part. The others start a local Ray of their own and run in the parallel part.
+# after the parallel part. The others run in the parallel part, on the local Ray a fixture started.
 pytestmark = [pytest.mark.slow]
 
 SPACE = """
@@ -60,12 +60,19 @@ def assert_exactly(results, expected: set, space="faults"):
     return rows
 
 
-def run_cli(*args, timeout=300):
-    return subprocess.run([SWEEP, *args], capture_output=True, text=True, timeout=timeout)
+def run_here(capfd, *args) -> subprocess.CompletedProcess:
+    """``sweep ARGS`` through the CLI's entry point in this process, on the local Ray a fixture started
+    (``local_ray``, shared with the other modules of this test process), answered as ``subprocess.run`` would:
+    a driver that is not killed and runs beside no other of this process needs no Python, torch and Ray start
+    of its own (about 10-15 s of two cores each). Drivers that are killed, or hold the lock while another
+    tries it, are processes of their own (``SWEEP``)."""
+    code = main([str(arg) for arg in args])
+    printed = capfd.readouterr()
+    return subprocess.CompletedProcess(["sweep", *args], code, printed.out, printed.err)
 
 
 @pytest.mark.serial
-def test_driver_killed_mid_sweep_then_rerun_completes_it(tmp_path):
+def test_driver_killed_mid_sweep_then_rerun_completes_it(tmp_path, local_ray, capfd):
     path = write_space(tmp_path, seeds="[0, 1]", epochs=3)
     _, expected = planned_pairs(path)
     results = tmp_path / "results"
@@ -78,23 +85,23 @@ def test_driver_killed_mid_sweep_then_rerun_completes_it(tmp_path):
     driver.wait()
     partial = recorded(results)
     assert 2 <= len(partial) < len(expected)
-    finished = run_cli("run", str(path), "--results", str(results), "--quiet")
+    finished = run_here(capfd, "run", path, "--results", results, "--quiet")  # another driver: this process
     assert finished.returncode == 0, finished.stderr
     assert f"{len(partial)} of {len(expected)} trials already recorded" in finished.stderr
     assert_exactly(results, expected)
-    again = run_cli("run", str(path), "--results", str(results), "--quiet")
+    again = run_here(capfd, "run", path, "--results", results, "--quiet")
     assert again.returncode == 0 and "nothing missing" in again.stderr
     assert_exactly(results, expected)
 
 
-def test_torn_temporary_file_is_ignored_and_nothing_is_lost(tmp_path):
+def test_torn_temporary_file_is_ignored_and_nothing_is_lost(tmp_path, local_ray, capfd):
     path = write_space(tmp_path)
     _, expected = planned_pairs(path)
     results = tmp_path / "results"
     torn = results / "trials" / "faults" / "old-sweep" / ".abc.parquet.1234.tmp"
     torn.parent.mkdir(parents=True)
     torn.write_bytes(b"PAR1 half a file")
-    done = run_cli("run", str(path), "--results", str(results), "--quiet")
+    done = run_here(capfd, "run", path, "--results", results, "--quiet")
     assert done.returncode == 0, done.stderr
     assert_exactly(results, expected)
     assert torn.exists()  # left alone: not ours to delete, and never read
@@ -104,7 +111,7 @@ def test_torn_temporary_file_is_ignored_and_nothing_is_lost(tmp_path):
     assert [name[:10] for name in names if name.startswith("compacted-")] == ["compacted-"] * 3 and len(names) == 15
 
 
-def test_two_reruns_at_once_the_second_refuses_clearly(tmp_path):
+def test_two_reruns_at_once_the_second_refuses_clearly(tmp_path, local_ray, capfd):
     path = write_space(tmp_path)
     _, expected = planned_pairs(path, seeds=[0, 1])
     results = tmp_path / "results"
@@ -114,30 +121,30 @@ def test_two_reruns_at_once_the_second_refuses_clearly(tmp_path):
     deadline = time.monotonic() + 60
     while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    second = run_cli("rerun", str(path), "--seeds", "2", "--results", str(results), "--quiet")
+    second = run_here(capfd, "rerun", path, "--seeds", "2", "--results", results, "--quiet")  # this process
     assert second.returncode == 3
     assert "another sweep of 'faults' is writing to" in second.stderr and "--wait" in second.stderr
     assert first.wait(timeout=300) == 0, first.stderr.read()
     assert_exactly(results, expected)
-    queued = run_cli("rerun", str(path), "--seeds", "2", "--results", str(results), "--wait", "--quiet")
+    queued = run_here(capfd, "rerun", path, "--seeds", "2", "--results", results, "--wait", "--quiet")
     assert queued.returncode == 0 and "nothing missing" in queued.stderr
     assert_exactly(results, expected)
 
 
-def test_oom_and_nan_are_recorded_once_and_not_retried(tmp_path):
+def test_oom_and_nan_are_recorded_once_and_not_retried(tmp_path, local_ray, capfd):
     results = tmp_path / "results"
     oom_path = write_space(tmp_path, mlps=f"[32, {2**36}]")
     nan_path = write_space(tmp_path, name="nan", lr=1e6, clip="null", epochs=1)
     _, oom_expected = planned_pairs(oom_path)
     _, nan_expected = planned_pairs(nan_path)
     for path in (oom_path, nan_path):
-        done = run_cli("run", str(path), "--results", str(results), "--quiet")
+        done = run_here(capfd, "run", path, "--results", results, "--quiet")
         assert done.returncode == 0, done.stderr
     oom_rows = assert_exactly(results, oom_expected)
     assert sorted({status for _, _, status, _ in oom_rows}) == ["ok", "oom"]
     nan_rows = assert_exactly(results, nan_expected, space="nan")
     assert {status for _, _, status, _ in nan_rows} == {"diverged"}
-    again = run_cli("rerun", str(nan_path), "--seeds", "1", "--results", str(results), "--quiet")
+    again = run_here(capfd, "rerun", nan_path, "--seeds", "1", "--results", results, "--quiet")
     assert again.returncode == 0 and "nothing missing" in again.stderr  # a divergence is an outcome
     assert_exactly(results, nan_expected, space="nan")
 
@@ -171,13 +178,12 @@ class KillWorkerOnce(tune.Callback):
 
 
 @pytest.mark.serial
-def test_killed_worker_resumes_from_its_checkpoint(tmp_path):
+def test_killed_worker_resumes_from_its_checkpoint(tmp_path, local_ray):
     path = write_space(tmp_path, epochs=3)
     plan, expected = planned_pairs(path)
     results = tmp_path / "results"
     killer = KillWorkerOnce()
-    with running_local_ray():  # this test's own: the next one starts a two-node cluster
-        run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])
+    run_sweep(plan, results, str(path), progress=False, extra_callbacks=[killer])  # Ray starts a new worker
     rows = assert_exactly(results, expected)
     assert {status for _, _, status, _ in rows} == {"ok"}
     killed = f"trial_id = '{killer.killed_trial}'"
@@ -209,6 +215,7 @@ class NodeWatcher(tune.Callback):
 def test_trials_run_on_two_nodes_and_losing_one_loses_no_row(tmp_path):
     from ray.cluster_utils import Cluster
 
+    SharedRay.stop()  # this process's shared Ray, if up: the driver below joins the cluster instead
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     worker = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()

@@ -71,6 +71,7 @@ def stand_in(monkeypatch):
     return fake
 
 
+@pytest.mark.slow
 def test_a_sweep_stopped_mid_selection_resumes_with_nothing_trained_twice(tmp_path, stand_in, capsys):
     path = tmp_path / "tuned.yaml"
     path.write_text(textwrap.dedent(SPACE))

@@ -143,6 +143,7 @@ print(json.dumps({"code": code, "heavy": sorted(m for m in sys.modules
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "space"), [("validate", "local_digits"), ("validate", "mqar_recall"),
                                                 ("plan", "vit_b_fixed_mlp")])  # fmt: skip
 def test_validate_and_a_plan_of_stored_counts_load_no_model_library(command, space, tmp_path):

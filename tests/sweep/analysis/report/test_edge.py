@@ -24,6 +24,7 @@ def edge_results(tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 def test_sweep_report_says_measured_and_implied_verdicts_apart(edge_results, tmp_path):
     out = tmp_path / "report"
     assert main(["report", SPACE, "--results", str(edge_results), "--out", str(out)]) == 0

@@ -66,6 +66,7 @@ def test_kappa_beyond_float64_precision_is_named_on_the_figure(monkeypatch, tmp_
     assert named[1] == []  # measurable κ only: no such words
 
 
+@pytest.mark.slow
 def test_tables_print_numbers_as_people_read_them(report):
     text, _ = report
     table_lines = [line for line in text.splitlines() if line.startswith("| ")]

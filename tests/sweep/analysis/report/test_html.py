@@ -113,6 +113,7 @@ def test_the_page_holds_the_answer_three_figures_and_no_remote_script(report):
     assert len(page) > 3_000_000  # plotly.js itself is ~4.8 MB: it is inline, not linked
 
 
+@pytest.mark.slow
 def test_the_heatmap_hovers_with_the_interval_and_the_verdict(report):
     page = (report / "index.html").read_text(encoding="utf-8")
     (heatmap,) = figure_json(page, "delta-heatmap")[0]
@@ -124,6 +125,7 @@ def test_the_heatmap_hovers_with_the_interval_and_the_verdict(report):
     assert "the baseline: 90.0%" in heatmap["hovertext"][2][1]  # depth 4 × 4 heads
 
 
+@pytest.mark.slow
 def test_the_pareto_panels_and_kappa_curves_carry_the_planted_rows(report):
     page = (report / "index.html").read_text(encoding="utf-8")
     pareto = figure_json(page, "pareto-front")[0]
@@ -134,6 +136,7 @@ def test_the_pareto_panels_and_kappa_curves_carry_the_planted_rows(report):
     assert all(t["y"][0] > t["y"][-1] for t in kappa)  # the planted fall
 
 
+@pytest.mark.slow
 def test_the_python_front_is_the_pareto_view_on_params(report):
     con = connect(report.parent / "results")
     relation = con.execute("FROM configs")

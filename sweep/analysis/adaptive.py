@@ -19,7 +19,10 @@ runs after each reproduction): a claim is *open* when its verdict in ``expectati
 what it found is one more seeds can change (:data:`SETTLEABLE`: an interval that straddles its bound, a side
 with one seed, a side with none); a decided claim (``agrees``, ``disagrees``) takes no seed, nor does one found
 ``did not learn`` or ``different devices`` (a failed training or two devices: more seeds of the same recipe do
-not decide it). A family's open members are those still inconclusive. Each round gives every side of every open
+not decide it). A family's open members are those still inconclusive. In a tuned space (``tune:``) a side is its
+config at the rate its recorded selection runs chose (the view judges those verdict seeds, found by
+``recipe_config_id``), and its new seeds are verdict seeds at that rate; a side whose selection is incomplete
+takes none (the caller leaves such configs out of the plan). Each round gives every side of every open
 claim (or member) one more seed, in the order the space states its claims, a side that several claims share
 once, and a side with ``--max-seeds`` seeds none; then the verdicts are read again, until no claim is open,
 every open claim's sides are at the cap, or the budget is spent. Without ``--max-seeds`` only the budget caps.
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.analysis.sql import connect
+from sweep.questions.tuning import VERDICT
 from sweep.text import plural
 from workers.vocabulary import RECORDED_STATUSES
 
@@ -127,7 +131,7 @@ def open_expectations(plan: Plan, results_dir: Path) -> list[OpenClaim]:
     space whose results record no claims yet (never run) has every claim open."""
     from sweep.questions.expectations import claim_rows
 
-    by_id = {c.config_id: c for c in plan.configs}
+    by_id = claim_side_configs(plan)
     order = {row["name"]: i for i, row in reversed(list(enumerate(claim_rows(plan))))}
     settleable = ", ".join(f"'{found}'" for found in SETTLEABLE)
     rows = (
@@ -160,6 +164,26 @@ def open_expectations(plan: Plan, results_dir: Path) -> list[OpenClaim]:
     return sorted(claims.values(), key=lambda claim: order[claim.name])
 
 
+# How expectations.sql names a tuned sweep's side whose verdict seeds have not run: this prefix and the side's
+# untuned config id (stated_claims).
+NOT_RUN = "not run: "
+
+
+def claim_side_configs(plan: Plan) -> dict[str, PlannedConfig]:
+    """The configs a claim's side may name in ``expectation_members``, by the id it names them with: each config's
+    own id; and in a tuned plan (its configs at their chosen rates, ``tune_phase`` verdict), also the untuned id
+    its claims were stated with (``recipe_config_id``) and the view's ``not run: <untuned id>`` for a side whose
+    verdict seeds have not run, so an open claim's sides get verdict seeds at their recorded chosen rates."""
+    by_id: dict[str, PlannedConfig] = {}
+    for config in plan.configs:
+        by_id[config.config_id] = config
+        recipe = config.label("recipe_config_id")
+        if recipe is not None and config.label("tune_phase") == VERDICT:
+            by_id.setdefault(recipe, config)
+            by_id[NOT_RUN + recipe] = config
+    return by_id
+
+
 def next_claims_round(
     plan: Plan, results_dir: Path, open_: list[OpenClaim], trial_budget: int, max_seeds: int | None
 ) -> list[Missing]:
@@ -190,9 +214,11 @@ def describe_claims_round(open_: list[OpenClaim], planned: list[Missing], trials
         shape = item.config.shape
         names = ", ".join(f"{c.name}: {c.found}" for c in open_ if item.config.config_id in ids_of(c))
         heads = "head " if shape.num_heads == 1 else "heads"
+        lr = item.config.label("tune_lr")  # a tuned space's side: its verdict seeds' chosen rate
+        rate = "" if lr is None else f" at lr {lr:g}"
         lines.append(
             f"  {item.config.config_id}  depth {shape.depth:>2} × {shape.num_heads:>3} {heads} of {shape.head_dim:<3} "
-            f"d_model {shape.embed_dim:<4} seed {item.seed}  ({names})"
+            f"d_model {shape.embed_dim:<4} seed {item.seed}{rate}  ({names})"
         )
     return "\n".join(lines)
 

@@ -350,8 +350,9 @@ def tuned_verdict_configs(plan: Plan, configs: list, results) -> list:
 
 def tuned_verdict_plan(plan: Plan, results) -> Plan:
     """``plan`` with each config at the rate its recorded selection runs chose, as its verdict seeds train
-    (``tuned_verdict_configs``): what ``--select inconclusive`` judges and adds seeds to in a ``tune:`` space,
-    never selecting again; a config without every selection run recorded is left out (said)."""
+    (``tuned_verdict_configs``): what ``--select inconclusive`` judges and adds seeds to in a ``tune:`` space, and
+    ``--select expectations`` adds seeds to on the sides of open claims, never selecting again; a config without
+    every selection run recorded is left out (said)."""
     configs = tuned_verdict_configs(plan, plan.configs, results)
     return dataclasses.replace(plan, configs=configs, pairs=None)
 
@@ -389,13 +390,9 @@ def rerun_inconclusive(args, check_data) -> int:
         raise UsageError(f"--select {args.select} chooses the seeds itself; drop --seeds or --trials and give "
                          "--budget N")  # fmt: skip
     plan = load_plan(args, check_data)
-    if plan.space.tune is not None and args.select == "expectations":
-        raise UsageError("--select expectations does not yet follow a `tune:` space's chosen rates; add verdict "
-                         "seeds at them with `sweep rerun SPACE --select inconclusive --budget N` or "
-                         "`--seeds N`")  # fmt: skip
-    if plan.space.tune is not None:  # its configs at their recorded chosen rates, as verdict seeds train
-        plan = tuned_verdict_plan(plan, args.results)
-        if not any(config.is_baseline for config in plan.configs):
+    if plan.space.tune is not None:  # its configs at their recorded chosen rates, as verdict seeds train; a claim's
+        plan = tuned_verdict_plan(plan, args.results)  # sides are found there by recipe_config_id (adaptive.py)
+        if args.select == "inconclusive" and not any(config.is_baseline for config in plan.configs):
             print(f"[rerun] {plan.space_name}: no baseline with every selection run recorded, so no verdict to "
                   "settle; `sweep run` selects its rate first", file=sys.stderr)  # fmt: skip
             return 0

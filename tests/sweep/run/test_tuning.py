@@ -149,3 +149,83 @@ def test_sweep_rerun_select_inconclusive_adds_verdict_seeds_at_the_chosen_rate(t
     }
     assert all(lr == BEST[heads_of[config_id]] and seed >= 3 for config_id, seed, _, lr in added), added
     assert any(heads_of[config_id] == 2 for config_id, *_ in added)
+
+
+CLAIMS_SPACE = (
+    SPACE.replace("num_heads: [2, 4]", "num_heads: [1, 2, 4]")
+    + "expect:\n"
+    + "  - {name: two_heads_beat_one, claim: two heads beat one, source: planted, a: {depth: 1, num_heads: 2},\n"
+    + "     b: {depth: 1, num_heads: 1}, direction: a_beats_b, tolerance: 1}\n"
+    + "  - {name: four_heads_learn, claim: four heads reach 50, source: planted, a: {depth: 1, num_heads: 4},\n"
+    + "     direction: a_at_least, level: 50}\n"
+)
+BEST_OF_CLAIMS = {1: 1e-4, 2: 1e-2, 4: 1e-3}
+
+
+class RecordingStandIn(StandIn):
+    """The stand-in that also records the space's settings (its claims, its tuning) as ``run_sweep`` does."""
+
+    def __call__(self, plan, results_dir, space_ref, **options):
+        sweep.run.tuner.record_plan_space(plan, results_dir, "s")
+        return super().__call__(plan, results_dir, space_ref, **options)
+
+
+@pytest.mark.slow  # a stopped sweep, two reruns, the sweep resumed: each reads the views (about 60 s, 2 loaded cores)
+def test_sweep_rerun_select_expectations_adds_verdict_seeds_to_open_claims_at_their_chosen_rates(
+    tmp_path, monkeypatch, capsys
+):
+    """Two claims of a tuned space: 4 heads reach 50 (90: agrees) and 2 heads beat 1 (2 heads' verdict seeds
+    swing ±15 around 90, against 1 head's 90: inconclusive at 3 seeds). ``--select expectations`` adds verdict
+    seeds only to the open claim's sides (2 heads, 1 head), each at its recorded chosen rate, never selecting
+    again, and the expectations view reads them. Stopped before the baseline's selection is complete, the same
+    rerun leaves it out (said in one line) and gives the other sides, not run yet, their first verdict seed."""
+    fake = RecordingStandIn()
+    monkeypatch.setattr(sweep.run.tuner, "run_sweep", fake)
+    monkeypatch.setattr(sweep.cli.run, "compact_after_sweep", lambda results, space: None)
+    monkeypatch.setattr(sweep.cli.run, "print_answer", lambda args: None)
+
+    def swinging(heads: int, lr: float, seed: int) -> float:
+        best = 90.0 - 10.0 * abs(RATES.index(lr) - RATES.index(BEST_OF_CLAIMS[heads])) + 0.1 * (seed % 7)
+        return best + (15.0 * (1 if seed % 2 == 0 else -1) if heads == 2 and seed < 1000 else 0.0)
+
+    fake.score = swinging
+    path = tmp_path / "tuned.yaml"
+    path.write_text(textwrap.dedent(CLAIMS_SPACE))
+    results = tmp_path / "results"
+    fake.stop_after = 12  # of 3 configs × 3 rates × 2 selection seeds: 1 head's and 2 heads' (plan order) are in
+    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 130
+    command = ["rerun", str(path), "--select", "expectations", "--budget", "2", "--results", str(results)]
+    assert main([*command, "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("1 config without every selection run recorded") == 1, err
+    assert "2 open claims; this round runs 2 trials" in err, err
+    first = [(seed, phase, lr) for _, seed, phase, lr in fake.trained[12:]]
+    assert first == [(0, "verdict", 1e-2), (0, "verdict", 1e-4)]  # side a (2 heads), then b, at their chosen rates
+    assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0  # the rest: seeds 0-2 of each
+    claims = "SELECT name, verdict, found, n_a, n_b FROM expectations ORDER BY name"
+    assert [tuple(r.values()) for r in query(results, claims)] == [
+        ("four_heads_learn", "agrees", "a at least the level", 3, 0),
+        ("two_heads_beat_one", "inconclusive", "unclear", 3, 3),
+    ]
+    assert len(fake.trained) == 18 + 3 * 3  # nothing trained twice
+    before = len(fake.trained)
+    capsys.readouterr()
+    capped = ["rerun", str(path), "--select", "expectations", "--budget", "10", "--max-seeds", "4"]
+    assert main([*capped, "--results", str(results), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "1 open claim; this round runs 2 trials (budget left 10)" in err, err
+    assert "seed 3 at lr 0.01  (two_heads_beat_one: unclear)" in err, err
+    assert "2 trials run, 0 of 1 open claim settled; 1 still open at --max-seeds 4" in err, err  # verdict seeds
+    heads_of = {
+        r["config_id"]: r["num_heads"] for r in query(results, "SELECT DISTINCT config_id, num_heads FROM trials")
+    }
+    added = [(heads_of[config_id], seed, phase, lr) for config_id, seed, phase, lr in fake.trained[before:]]
+    assert sorted(added) == [(1, 3, "verdict", 1e-4), (2, 3, "verdict", 1e-2)]  # the open claim's sides only
+    assert [tuple(r.values()) for r in query(results, claims)] == [
+        ("four_heads_learn", "agrees", "a at least the level", 3, 0),
+        ("two_heads_beat_one", "inconclusive", "unclear", 4, 4),  # the new seeds read at the chosen rates
+    ]
+    sides = """SELECT DISTINCT t.tune_phase, t.tune_lr, t.num_heads FROM expectations e, trials t
+               WHERE e.name = 'two_heads_beat_one' AND t.config_id IN (e.a_config, e.b_config)"""
+    phases = query(results, sides)
+    assert sorted(tuple(r.values()) for r in phases) == [("verdict", 1e-4, 1), ("verdict", 1e-2, 2)]
